@@ -1,0 +1,69 @@
+"""posenc_lib: the shared library of *Positional Encodings, Executed*.
+
+Every encoding, attention, a small byte-level language model, data, training and evaluation,
+implemented once and imported by every chapter.
+
+Notation used for tensor shapes (as in the docstrings and the comments at each reshape):
+
+* ``batch`` (B): sequences in a batch
+* ``heads`` (H): attention heads
+* ``seq`` (T): positions (query length); ``S`` key length where it differs
+* ``head_dim`` (D): width of one head; ``d_model`` (C) = heads · head_dim
+* ``vocab`` (V): 256 byte values
+"""
+
+from posenc_lib.attention import SelfAttention, attend, causal_mask
+from posenc_lib.cache import train_cached
+from posenc_lib.data import Corpus, bytes_to_tokens, load_corpus, sample_batch, tokens_to_text
+from posenc_lib.device import device_name, pick_device
+from posenc_lib.encodings import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    T5RelativePositionBias,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    rope_inverse_frequencies,
+    sinusoidal_encoding,
+    t5_relative_position_bucket,
+)
+from posenc_lib.evaluate import EvalResult, evaluate_perplexity
+from posenc_lib.model import SCHEMES, ModelConfig, TransformerLM
+from posenc_lib.scales import SCALES, Scale, get_scale
+from posenc_lib.train import TrainConfig, TrainRecord, train
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCALES",
+    "SCHEMES",
+    "Scale",
+    "SelfAttention",
+    "Corpus",
+    "EvalResult",
+    "LearnedPositionalEmbedding",
+    "ModelConfig",
+    "RotaryEmbedding",
+    "T5RelativePositionBias",
+    "TrainConfig",
+    "TrainRecord",
+    "TransformerLM",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
+    "bytes_to_tokens",
+    "attend",
+    "causal_mask",
+    "device_name",
+    "evaluate_perplexity",
+    "get_scale",
+    "load_corpus",
+    "pick_device",
+    "rope_inverse_frequencies",
+    "sample_batch",
+    "sinusoidal_encoding",
+    "t5_relative_position_bucket",
+    "tokens_to_text",
+    "train",
+    "train_cached",
+]

@@ -1,0 +1,96 @@
+"""Multi-head self-attention (causal by default) with a pluggable positional scheme.
+
+Shapes: B batch, H heads, T sequence (queries), S keys, D = head_dim, C = d_model.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posenc_lib.encodings.rope import RotaryEmbedding
+
+
+def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Additive causal mask ``[q_len, k_len]``: 0 where key j ≤ query i's position, −inf above.
+
+    Queries are aligned to the end of the keys (query i sits at key position i + k_len − q_len),
+    which is what decoding with a KV cache needs. ``q_len`` must not exceed ``k_len``.
+    """
+    if q_len > k_len:
+        raise ValueError(f"q_len must be <= k_len, got q_len={q_len}, k_len={k_len}")
+    query_positions = torch.arange(q_len, device=device)[:, None] + (k_len - q_len)
+    key_positions = torch.arange(k_len, device=device)[None, :]
+    mask = torch.zeros(q_len, k_len, device=device, dtype=dtype)
+    return mask.masked_fill(key_positions > query_positions, float("-inf"))
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None, *, causal: bool = True) -> Tensor:
+    """Scaled dot-product attention, softmax(q kᵀ/√D + bias + mask) v (Vaswani et al. 2017, eq. 1).
+
+    Runs on :func:`torch.nn.functional.scaled_dot_product_attention`. Without a bias it uses
+    ``is_causal=True`` (PyTorch's fused kernels); with one, the bias and the causal mask are
+    summed into one float ``attn_mask`` — on CPU this is SDPA's fast path.
+
+    Args:
+        q: ``[B, H, T, D]``; k, v: ``[B, H, S, D]`` (with ``causal``, T ≤ S and the queries
+            are aligned to the end of the keys).
+        bias: additive scores ``[H, T, S]`` or ``[B, H, T, S]`` (ALiBi, T5), or None.
+        causal: mask keys after each query (a language model); ``False`` lets every query see
+            every key (an encoder).
+
+    Returns:
+        ``[B, H, T, D]``, q's dtype.
+
+    Raises:
+        ValueError: when the ranks or sizes disagree.
+    """
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    t, s = q.shape[-2], k.shape[-2]
+    if bias is None and (t == s or not causal):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    mask = causal_mask(t, s, device=q.device, dtype=q.dtype) if causal else torch.zeros(t, s, device=q.device, dtype=q.dtype)
+    if bias is not None:
+        if bias.shape[-2:] != (t, s) or bias.dim() not in (3, 4):
+            raise ValueError(f"bias must be [heads, {t}, {s}] or [batch, heads, {t}, {s}], got {tuple(bias.shape)}")
+        mask = bias.to(q.dtype) + mask  # (…, H, T, S)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention; RoPE rotates q and k, ALiBi/T5 arrive as a bias.
+
+    Args:
+        d_model: model width C, divisible by ``num_heads``.
+        num_heads: H ≥ 1.
+        rotary: a :class:`RotaryEmbedding` to apply to q and k, or None.
+        causal: mask future keys (default, a language model) or not (an encoder).
+
+    ``forward(x [B, T, C], bias=None, positions=None) -> [B, T, C]``; ``positions`` (integer
+    ``[T]`` or ``[B, T]``) defaults to 0 … T−1 and is only used by RoPE.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, *, rotary: RotaryEmbedding | None = None, causal: bool = True) -> None:
+        super().__init__()
+        if num_heads < 1:
+            raise ValueError(f"num_heads must be >= 1, got num_heads={num_heads}")
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.rotary = rotary
+        self.causal = causal
+
+    def forward(self, x: Tensor, bias: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=-1)  # 3 × (B, T, C)
+        # (B, T, C) -> (B, H, T, D)
+        q, k, v = (z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
+        if self.rotary is not None:
+            positions = torch.arange(t, device=x.device) if positions is None else positions
+            q, k = self.rotary(q, positions), self.rotary(k, positions)
+        y = attend(q, k, v, bias, causal=self.causal)  # (B, H, T, D)
+        return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)

@@ -1,0 +1,85 @@
+"""Train once, reuse everywhere: a file cache of trained models keyed by their configuration.
+
+Several chapters study the same trained models. :func:`train_cached` trains a model the first
+time a configuration is asked for and loads it afterwards. The key hashes the configuration,
+the device type and the source of every module that shapes training, so editing the model or
+the training loop never serves a stale model. Writes are atomic and guarded by a file lock, so
+two notebooks run in parallel (pytest-xdist) train a shared model once, not twice.
+
+The cache lives in ``$POSENC_CACHE_DIR`` if set, else ``~/.cache/posenc_lib``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from posenc_lib.model import TransformerLM
+from posenc_lib.train import TrainConfig, TrainRecord, train
+
+# The modules whose code decides what a trained model is.
+_SOURCES = ("model.py", "attention.py", "train.py", "data.py", "encodings")
+
+
+def cache_dir() -> Path:
+    """Where trained models are kept (created if missing)."""
+    path = Path(os.environ.get("POSENC_CACHE_DIR", Path.home() / ".cache" / "posenc_lib"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _source_digest() -> str:
+    digest = hashlib.sha256()
+    root = resources.files("posenc_lib")
+    for name in _SOURCES:
+        entry = root.joinpath(name)
+        files = sorted(entry.iterdir(), key=lambda p: p.name) if entry.is_dir() else [entry]
+        for f in files:
+            if f.name.endswith(".py"):
+                digest.update(f.name.encode() + f.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(config: TrainConfig, device: torch.device | str) -> str:
+    """A hex key for (configuration, device type, library source)."""
+    payload = json.dumps({"config": config.to_dict(), "device": torch.device(device).type, "source": _source_digest()}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+    """Return the model trained from ``config`` on ``device``'s type, training it only if no
+    cached copy exists.
+
+    Returns:
+        ``(model, record)`` exactly as :func:`~posenc_lib.train.train` returned them when the
+        model was first trained; the model is in eval mode on ``device``.
+    """
+    device = torch.device(device)
+    key = cache_key(config, device)
+    directory = cache_dir()
+    path = directory / f"{config.model.position}-{key}.pt"
+    with open(directory / f"{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here while the first trains
+        if path.exists():
+            saved = torch.load(path, map_location=device, weights_only=True)
+            model = TransformerLM(config.model).to(device)
+            model.load_state_dict(saved["state_dict"])
+            model.eval()
+            return model, TrainRecord(**json.loads(saved["record"]))
+        model, record = train(config, device, progress=progress)
+        payload = {
+            "state_dict": model.state_dict(),
+            "config": json.dumps(config.to_dict()),
+            "record": json.dumps(record.to_dict()),
+        }
+        with tempfile.NamedTemporaryFile(dir=directory, suffix=".tmp", delete=False) as tmp:
+            torch.save(payload, tmp)
+        os.replace(tmp.name, path)  # atomic: a reader sees the whole file or none
+        return model, record

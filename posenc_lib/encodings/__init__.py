@@ -1,0 +1,19 @@
+"""Positional encodings, one module each. They are leaves: none imports the rest of posenc_lib."""
+
+from posenc_lib.encodings.alibi import alibi_bias, alibi_slopes
+from posenc_lib.encodings.learned import LearnedPositionalEmbedding
+from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope, rope_inverse_frequencies
+from posenc_lib.encodings.sinusoidal import sinusoidal_encoding
+from posenc_lib.encodings.t5_bias import T5RelativePositionBias, t5_relative_position_bucket
+
+__all__ = [
+    "LearnedPositionalEmbedding",
+    "RotaryEmbedding",
+    "T5RelativePositionBias",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
+    "rope_inverse_frequencies",
+    "sinusoidal_encoding",
+    "t5_relative_position_bucket",
+]

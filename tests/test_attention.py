@@ -1,0 +1,49 @@
+"""attention: equal to an explicit softmax(q kᵀ/√d + bias + mask) v; permutation equivariance."""
+
+import math
+
+import pytest
+import torch
+
+from posenc_lib import SelfAttention, alibi_bias, attend, causal_mask
+
+
+def explicit(q, k, v, bias=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = scores + causal_mask(q.shape[-2], k.shape[-2])
+    if bias is not None:
+        scores = scores + bias
+    return scores.softmax(-1) @ v
+
+
+@pytest.mark.parametrize("heads", [1, 4, 6])
+def test_matches_explicit_with_and_without_bias(heads: int) -> None:
+    q, k, v = (torch.randn(2, heads, 9, 8) for _ in range(3))
+    assert torch.allclose(attend(q, k, v), explicit(q, k, v), atol=1e-5)
+    bias = alibi_bias(heads, 9, 9)
+    assert torch.allclose(attend(q, k, v, bias), explicit(q, k, v, bias), atol=1e-5)
+
+
+def test_end_aligned_queries_match_last_rows() -> None:
+    q, k, v = (torch.randn(1, 2, 7, 4) for _ in range(3))
+    full = attend(q, k, v)
+    tail = attend(q[:, :, -3:], k, v)
+    assert torch.allclose(full[:, :, -3:], tail, atol=1e-6)
+
+
+def test_errors() -> None:
+    with pytest.raises(ValueError, match="batch, heads, seq, head_dim"):
+        attend(torch.randn(2, 3, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 4))
+    q = torch.randn(1, 2, 3, 4)
+    with pytest.raises(ValueError, match="bias"):
+        attend(q, q, q, torch.zeros(2, 4, 4))
+
+
+def test_unmasked_self_attention_is_permutation_equivariant() -> None:
+    # Without a mask or positions, permuting the tokens permutes the outputs.
+    layer = SelfAttention(16, 4, causal=False)
+    x = torch.randn(2, 7, 16)
+    perm = torch.randperm(7)
+    assert torch.allclose(layer(x)[:, perm], layer(x[:, perm]), atol=1e-6)
+    causal = SelfAttention(16, 4)  # the causal mask breaks the symmetry
+    assert not torch.allclose(causal(x)[:, perm], causal(x[:, perm]), atol=1e-3)
