@@ -2,7 +2,13 @@
 
 from posenc_lib.encodings.alibi import alibi_bias, alibi_slopes
 from posenc_lib.encodings.learned import LearnedPositionalEmbedding
-from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope, rope_inverse_frequencies
+from posenc_lib.encodings.rope import (
+    RotaryEmbedding,
+    apply_rope,
+    interleaved_to_half_permutation,
+    positions_from_padding_mask,
+    rope_inverse_frequencies,
+)
 from posenc_lib.encodings.sinusoidal import sinusoidal_encoding
 from posenc_lib.encodings.t5_bias import T5RelativePositionBias, t5_relative_position_bucket
 
@@ -13,6 +19,8 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
+    "interleaved_to_half_permutation",
+    "positions_from_padding_mask",
     "rope_inverse_frequencies",
     "sinusoidal_encoding",
     "t5_relative_position_bucket",
