@@ -1,6 +1,6 @@
 """Positional encodings, one module each. They are leaves: none imports the rest of posenc_lib."""
 
-from posenc_lib.encodings.alibi import alibi_bias, alibi_slopes
+from posenc_lib.encodings.alibi import alibi_bias, alibi_bias_from_mask, alibi_slopes, positions_from_mask
 from posenc_lib.encodings.learned import LearnedPositionalEmbedding
 from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope, rope_inverse_frequencies
 from posenc_lib.encodings.sinusoidal import sinusoidal_encoding
@@ -11,8 +11,10 @@ __all__ = [
     "RotaryEmbedding",
     "T5RelativePositionBias",
     "alibi_bias",
+    "alibi_bias_from_mask",
     "alibi_slopes",
     "apply_rope",
+    "positions_from_mask",
     "rope_inverse_frequencies",
     "sinusoidal_encoding",
     "t5_relative_position_bucket",

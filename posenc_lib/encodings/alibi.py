@@ -89,3 +89,74 @@ def alibi_bias(
     key_positions = torch.arange(k_len, device=device)  # (k,)
     distance = (query_positions[:, None] - key_positions[None, :]).abs()  # (q, k)
     return (-slopes.to(device)[:, None, None] * distance[None]).to(dtype)  # (h, q, k)
+
+
+def positions_from_mask(attention_mask: Tensor) -> Tensor:
+    """Token positions read off a padding mask: ``cumsum(mask) − 1``, 0 at the pads.
+
+    In a left-padded batch the first real token of every sequence sits at a different column;
+    its position must still be 0, so positions come from the mask, not from ``arange``.
+
+    Args:
+        attention_mask: ``[batch, seq]``, 1/True for a real token, 0/False for a pad (bool or
+            integer).
+
+    Returns:
+        int64 ``[batch, seq]``: 0, 1, 2, … over the real tokens of each row, 0 at pads.
+
+    Raises:
+        ValueError: if the mask is not 2-D or holds values other than 0 and 1.
+
+    Example:
+        >>> positions_from_mask(torch.tensor([[0, 0, 1, 1, 1]]))
+        tensor([[0, 0, 0, 1, 2]])
+    """
+    if attention_mask.dim() != 2:
+        raise ValueError(f"attention_mask must be [batch, seq], got shape {tuple(attention_mask.shape)}")
+    mask = attention_mask.long()
+    if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("attention_mask must hold only 0/1 (or False/True)")
+    return (mask.cumsum(-1) - 1).clamp(min=0) * mask  # (B, S)
+
+
+def alibi_bias_from_mask(
+    num_heads: int,
+    attention_mask: Tensor,
+    q_len: int | None = None,
+    *,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """Padding-aware ALiBi bias: bias[b, h, i, j] = −m_h · |p_b(i) − p_b(j)|, p from the mask.
+
+    Positions ``p_b`` come from :func:`positions_from_mask`, so a left-padded sequence gets
+    the same bias over its real tokens as it would alone (Press et al. 2022, §3; Hugging Face's
+    BLOOM builds its key positions the same way). Pads are *not* masked here: combine the
+    bias with the padding and causal masks.
+
+    Args:
+        num_heads: heads n ≥ 1 (slopes from :func:`alibi_slopes`).
+        attention_mask: ``[batch, k_len]``, 1/True for real tokens.
+        q_len: number of queries, aligned to the end of the keys; default ``k_len``.
+        dtype: of the returned tensor (on the mask's device).
+
+    Returns:
+        Tensor ``[batch, num_heads, q_len, k_len]``.
+
+    Raises:
+        ValueError: for a bad mask, num_heads < 1, or q_len outside 1 … k_len.
+
+    Example:
+        >>> alibi_bias_from_mask(1, torch.tensor([[0, 1, 1]]))[0, 0]
+        tensor([[ 0.0000,  0.0000, -0.0039],
+                [ 0.0000,  0.0000, -0.0039],
+                [-0.0039, -0.0039,  0.0000]])
+    """
+    slopes = alibi_slopes(num_heads).to(attention_mask.device)
+    positions = positions_from_mask(attention_mask)  # (B, S)
+    k_len = positions.shape[1]
+    q_len = k_len if q_len is None else q_len
+    if q_len < 1 or q_len > k_len:
+        raise ValueError(f"q_len must lie in 1 … k_len={k_len}, got q_len={q_len}")
+    query_positions = positions[:, k_len - q_len :]  # (B, T): queries are the last q_len tokens
+    distance = (query_positions[:, :, None] - positions[:, None, :]).abs()  # (B, T, S)
+    return (-slopes[None, :, None, None] * distance[:, None]).to(dtype)  # (B, H, T, S)
