@@ -6,7 +6,7 @@ of the keys (query i sits at key position i + S − T):
 * ``"explicit"``: scores, bias and mask as ordinary tensors, then ``softmax`` — the equation
   written out; it holds the ``[B, H, T, S]`` scores and the ``[H, T, S]`` bias.
 * ``"sdpa"``: :func:`torch.nn.functional.scaled_dot_product_attention` with the bias and the
-  causal mask summed into one float ``attn_mask`` (the library's :func:`~posenc_lib.attention.attend`);
+  causal mask in one float ``attn_mask`` (as the model's :func:`~posenc_lib.attention.attend`);
   the ``[H, T, S]`` bias is built, the scores stay inside the kernel.
 * ``"flex"``: FlexAttention with a ``score_mod`` that adds −m_h·(i − j) to each score as it is
   computed, and a block mask for causality. Compiled (on CUDA by default) it never builds
@@ -27,10 +27,11 @@ from collections.abc import Callable
 from functools import lru_cache
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from posenc_lib.attention import attend, causal_mask
+from posenc_lib.attention import causal_mask
 from posenc_lib.encodings.alibi import alibi_slopes
 
 IMPLEMENTATIONS: tuple[str, ...] = ("explicit", "sdpa", "flex")
@@ -57,8 +58,9 @@ def _check(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None, causal: bool)
 
 def _bias(slopes: Tensor, t: int, s: int) -> Tensor:
     """−m_h · |i − j| as ``[H, T, S]`` float32, queries aligned to the end of the keys."""
-    query_positions = torch.arange(t, device=slopes.device) + (s - t)
-    key_positions = torch.arange(s, device=slopes.device)
+    # float32 positions: exact for integers below 2^24, and half the memory of int64
+    query_positions = torch.arange(t, device=slopes.device, dtype=torch.float32) + (s - t)
+    key_positions = torch.arange(s, device=slopes.device, dtype=torch.float32)
     distance = (query_positions[:, None] - key_positions[None, :]).abs()  # (T, S)
     return -slopes[:, None, None] * distance[None]  # (H, T, S)
 
@@ -90,11 +92,19 @@ def alibi_attention_explicit(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | N
 def alibi_attention_sdpa(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None, *, causal: bool = True) -> Tensor:
     """ALiBi attention through SDPA: the bias (plus the causal mask) as a float ``attn_mask``.
 
-    Same arguments, result and errors as :func:`alibi_attention_explicit`; runs on
-    :func:`~posenc_lib.attention.attend`.
+    Same arguments, result and errors as :func:`alibi_attention_explicit`. Unlike
+    :func:`~posenc_lib.attention.attend`, which adds a separate causal mask to the bias, the
+    mask is written into the bias tensor in place, so only one ``[H, T, S]`` tensor is built.
     """
     slopes = _check(q, k, v, slopes, causal)
-    return attend(q, k, v, _bias(slopes, q.shape[2], k.shape[2]), causal=causal)
+    t, s = q.shape[2], k.shape[2]
+    mask = _bias(slopes, t, s)  # (H, T, S)
+    if causal:
+        future = torch.ones(t, s, dtype=torch.bool, device=q.device).triu_(s - t + 1)  # key j after query i
+        mask.masked_fill_(future, float("-inf"))
+    # A 4-D mask [1, H, T, S]: PyTorch's CPU flash kernel takes it, while a 3-D [H, T, S] one
+    # sends SDPA to its math path, which builds the full scores (measured in the ALiBi chapter).
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype)[None])
 
 
 @lru_cache(maxsize=1)
