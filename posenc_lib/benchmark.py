@@ -62,16 +62,19 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device | str = "cp
 
 @dataclass(frozen=True)
 class Measurement:
-    """Median wall time (seconds) over the repeats and peak added memory (bytes) of one call."""
+    """One call's cost: medians over the repeats of its wall time and of the CPU time the
+    process spent in it (all threads; on a busy machine it varies less than the wall time),
+    both in seconds, and the peak memory it added, in bytes."""
 
     seconds: float
+    cpu_seconds: float
     peak_bytes: int
 
 
 def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, repeats: int = 3, warmup: int = 1) -> Measurement:
-    """Time ``fn`` (median of ``repeats`` runs after ``warmup`` runs) and measure its peak memory.
+    """Time ``fn`` (medians of ``repeats`` runs after ``warmup`` runs) and measure its peak memory.
 
-    Wall time: it depends on the machine and on whatever else runs on it.
+    Wall time depends on the machine and on whatever else runs on it; CPU time less so.
 
     Raises:
         ValueError: if ``repeats`` < 1 or ``warmup`` < 0.
@@ -82,11 +85,12 @@ def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, rep
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
     for _ in range(warmup):
         fn()
-    times = []
+    wall, cpu = [], []
     for _ in range(repeats):
         sync(device)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         sync(device)
-        times.append(time.perf_counter() - start)
-    return Measurement(seconds=statistics.median(times), peak_bytes=peak_memory_bytes(fn, device))
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return Measurement(statistics.median(wall), statistics.median(cpu), peak_memory_bytes(fn, device))
