@@ -11,7 +11,7 @@ from posenc_lib import (
     RotaryEmbedding,
     apply_rope,
     interleaved_to_half_permutation,
-    positions_from_padding_mask,
+    positions_from_mask,
     rope_inverse_frequencies,
 )
 
@@ -137,13 +137,13 @@ def test_kv_cache_decoding_equals_full_pass(interleaved: bool, rotary_dim: int |
         assert torch.equal(apply_rope(x[..., 4:, :], torch.arange(4, 9), interleaved=interleaved), full[..., 4:, :])
 
 
-def test_positions_from_padding_mask() -> None:
+def test_positions_from_mask() -> None:
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
-    expected = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4], [0, 1, 2, 2, 2]])
-    assert torch.equal(positions_from_padding_mask(mask), expected)
-    assert torch.equal(positions_from_padding_mask(mask.bool()), expected)
+    expected = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4], [0, 1, 2, 0, 0]])  # pads get 0
+    assert torch.equal(positions_from_mask(mask), expected)
+    assert torch.equal(positions_from_mask(mask.bool()), expected)
     with pytest.raises(ValueError, match="mask"):
-        positions_from_padding_mask(torch.ones(5))
+        positions_from_mask(torch.ones(5))
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
@@ -151,7 +151,7 @@ def test_left_padding_matches_unpadded(interleaved: bool) -> None:
     rope = RotaryEmbedding(8, interleaved=interleaved)
     x = torch.randn(2, 3, 6, 8)
     mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
-    out = rope(x, positions_from_padding_mask(mask))
+    out = rope(x, positions_from_mask(mask))
     assert torch.equal(out[0, :, 3:], rope(x[0:1, :, 3:], torch.arange(3))[0])  # as if run alone
     assert torch.equal(out[1], rope(x[1:2], torch.arange(6))[0])
 

@@ -1,12 +1,13 @@
-"""Positional encodings, one module each. They are leaves: none imports the rest of posenc_lib."""
+"""Positional encodings, one module each. They are leaves: none imports the rest of posenc_lib
+(``positions`` holds the one helper the relative encodings share)."""
 
-from posenc_lib.encodings.alibi import alibi_bias, alibi_slopes
+from posenc_lib.encodings.alibi import alibi_bias, alibi_bias_from_mask, alibi_slopes
 from posenc_lib.encodings.learned import LearnedPositionalEmbedding
+from posenc_lib.encodings.positions import positions_from_mask
 from posenc_lib.encodings.rope import (
     RotaryEmbedding,
     apply_rope,
     interleaved_to_half_permutation,
-    positions_from_padding_mask,
     rope_inverse_frequencies,
 )
 from posenc_lib.encodings.sinusoidal import sinusoidal_encoding
@@ -17,10 +18,11 @@ __all__ = [
     "RotaryEmbedding",
     "T5RelativePositionBias",
     "alibi_bias",
+    "alibi_bias_from_mask",
     "alibi_slopes",
     "apply_rope",
     "interleaved_to_half_permutation",
-    "positions_from_padding_mask",
+    "positions_from_mask",
     "rope_inverse_frequencies",
     "sinusoidal_encoding",
     "t5_relative_position_bucket",

@@ -2,7 +2,7 @@
 
 :func:`apply_rope` is the function, :class:`RotaryEmbedding` the module with a float32 cos/sin
 cache that attention layers use; both rotate with the elementwise form (eq. 34), never a
-``head_dim × head_dim`` matrix. :func:`positions_from_padding_mask` and
+``head_dim × head_dim`` matrix. :func:`positions_from_mask` and
 :func:`interleaved_to_half_permutation` serve batching and checkpoint conversion.
 """
 
@@ -219,7 +219,7 @@ class RotaryEmbedding(nn.Module):
 
         Positions may be offsets (a KV cache: the token at step t alone, ``positions=[t]``, gets
         exactly row t of the full pass) or per-sequence ids (left padding, see
-        :func:`positions_from_padding_mask`). Negative positions rotate backwards, as in
+        :func:`positions_from_mask`). Negative positions rotate backwards, as in
         :func:`apply_rope` (cos is even, sin is odd), so both give the same result.
         """
         _check_positions(positions, x)
@@ -239,33 +239,6 @@ class RotaryEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, interleaved={self.interleaved}"
-
-
-def positions_from_padding_mask(mask: Tensor) -> Tensor:
-    """Position ids for a left-padded (or right-padded) batch: count real tokens, minus one.
-
-    A batch ``[[pad, pad, a, b], [c, d, e, f]]`` gets ``[[0, 0, 0, 1], [0, 1, 2, 3]]``: each
-    sequence's first real token is at position 0, as if it had been run alone. Pad slots get 0
-    (their value is irrelevant: attention masks them out). Hugging Face builds ``position_ids``
-    the same way for generation with left padding.
-
-    Args:
-        mask: ``[batch, seq]``, bool or 0/1 integers, true/1 for real tokens.
-
-    Returns:
-        ``[batch, seq]`` int64 positions.
-
-    Raises:
-        ValueError: if ``mask`` is not 2-D.
-
-    Example:
-        >>> positions_from_padding_mask(torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]]))
-        tensor([[0, 0, 0, 1],
-                [0, 1, 2, 3]])
-    """
-    if mask.dim() != 2:
-        raise ValueError(f"mask must be [batch, seq], got shape {tuple(mask.shape)}")
-    return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
 def interleaved_to_half_permutation(head_dim: int) -> Tensor:
