@@ -30,6 +30,7 @@ from posenc_lib.encodings import (
 from posenc_lib.evaluate import EvalResult, evaluate_perplexity
 from posenc_lib.model import SCHEMES, ModelConfig, TransformerLM
 from posenc_lib.scales import SCALES, Scale, get_scale
+from posenc_lib.sotu import load_sotu  # also registers "sotu" in posenc_lib.data.CORPORA
 from posenc_lib.train import TrainConfig, TrainRecord, train
 
 __version__ = "0.1.0"
@@ -58,6 +59,7 @@ __all__ = [
     "evaluate_perplexity",
     "get_scale",
     "load_corpus",
+    "load_sotu",
     "pick_device",
     "rope_inverse_frequencies",
     "sample_batch",

@@ -2,17 +2,11 @@
 
 The Austen corpus ships inside the package (``posenc_lib/corpora/austen/*.txt.gz``, public domain;
 see ``PROVENANCE.md`` there). Whole books are held out, so long test documents exist.
-
-A second, larger corpus, ``"sotu"`` (the U.S. State of the Union addresses 1790–2026, about 12 MB,
-public domain), ships the same way (``posenc_lib/corpora/sotu``); whole addresses are held out and
-every split's checksum is verified when it is loaded.
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
-import json
 from dataclasses import dataclass
 from importlib import resources
 
@@ -76,33 +70,11 @@ def load_austen() -> Corpus:
     return Corpus("austen", **streams)
 
 
-def load_sotu() -> Corpus:
-    """The State of the Union addresses (1790–2026), split by whole addresses.
-
-    In date order, every tenth address (the 10th, 20th, …) is test and every tenth from the 5th
-    is validation; the rest (200 of 249) train. Source, licence and split:
-    ``posenc_lib/corpora/sotu/PROVENANCE.md``.
-
-    Raises:
-        ValueError: if a split's SHA-256 differs from the one in ``manifest.json`` (a damaged file).
-    """
-    root = resources.files("posenc_lib").joinpath("corpora", "sotu")
-    manifest = json.loads(root.joinpath("manifest.json").read_text())
-    streams = {}
-    for split in ("train", "validation", "test"):
-        data = gzip.decompress(root.joinpath(f"{split}.txt.gz").read_bytes())
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != manifest[split]["sha256"]:
-            raise ValueError(f"sotu {split} split has sha256 {digest}, expected {manifest[split]['sha256']}")
-        streams[split] = bytes_to_tokens(data)
-    return Corpus("sotu", **streams)
-
-
-CORPORA = {"austen": load_austen, "sotu": load_sotu}
+CORPORA = {"austen": load_austen}
 
 
 def load_corpus(name: str = "austen") -> Corpus:
-    """Load a corpus by name (``"austen"`` or ``"sotu"``, as registered in ``CORPORA``).
+    """Load a corpus by name (``"austen"``; more are registered in ``CORPORA``).
 
     Raises:
         ValueError: for an unknown name.

@@ -201,7 +201,7 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
                                 "bits_per_byte": None, "tokens_scored": 0, "skipped": f"learned table has {model.max_length} rows"})
             continue
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
-            result = evaluate_perplexity(model, test, L, stride=stride, max_tokens=scale.eval_tokens)
+            result = evaluate_perplexity(model, test, L, stride=stride, max_tokens=scale.sweep_eval_tokens or scale.eval_tokens)
         evaluations.append({"protocol": protocol, **result.to_dict()})
     eval_wall = time.perf_counter() - start
     eval_tokens = sum(e["tokens_scored"] for e in evaluations)

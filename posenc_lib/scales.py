@@ -30,6 +30,8 @@ class Scale:
         corpus: the corpus to train and test on (a name in ``posenc_lib.data.CORPORA``).
         sliding_divisor: sliding-window evaluation at length L uses stride S = L / sliding_divisor,
             so every scored token sees at least L − S tokens of context.
+        sweep_eval_tokens: test bytes each evaluation of a sweep scores (default ``eval_tokens``);
+            smaller keeps 18 models × 5 lengths × 2 protocols affordable on a CPU.
     """
 
     name: str
@@ -48,6 +50,7 @@ class Scale:
     model_extra: dict = field(default_factory=dict)
     corpus: str = "austen"
     sliding_divisor: int = 2
+    sweep_eval_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.sliding_divisor < 1:
@@ -78,7 +81,7 @@ class Scale:
 
 SCALES: dict[str, Scale] = {
     "ci": Scale("ci", d_model=64, num_layers=2, num_heads=4, seq_len=128, batch_size=32, steps=300, lr=5e-3,
-                warmup_steps=30, eval_lengths=(128, 256, 512, 1024, 2048), eval_tokens=65536),
+                warmup_steps=30, eval_lengths=(128, 256, 512, 1024, 2048), eval_tokens=65536, sweep_eval_tokens=16384),
     # book: the whole sweep (6 schemes × 3 seeds) in about 30 min of 2 CPU cores, on the larger corpus.
     "book": Scale("book", d_model=96, num_layers=2, num_heads=4, seq_len=128, batch_size=32, steps=500, lr=4e-3,
                   warmup_steps=50, eval_lengths=(128, 256, 512, 1024, 2048), eval_tokens=131072, corpus="sotu"),
