@@ -185,7 +185,7 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
     scale = spec.sized_scale()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    trained_now = not (use_cache and cached_model_path(config, device).exists())
+    was_cached = use_cache and cached_model_path(config, device).exists()
     start = time.perf_counter()
     model, record = train_cached(config, device, progress=progress) if use_cache else train(config, device, progress=progress)
     train_wall = time.perf_counter() - start
@@ -212,7 +212,7 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
         "train_config": config.to_dict(),
         "provenance": provenance(device),
         "timing": {
-            "trained_in_this_run": trained_now,
+            "model_was_cached": was_cached,  # if so, train_wall_s is from the run that trained it
             "train_wall_s": record.wall_time_s,
             "train_tokens_per_second": record.tokens_per_second,
             "train_device": record.device,
@@ -322,6 +322,30 @@ def summarize(results: Iterable[dict]) -> dict[str, dict[str, dict[int, tuple[fl
         }
         for protocol, by_scheme in values.items()
     }
+
+
+def provenance_label(results: Sequence[dict]) -> str:
+    """One line saying where stored results came from: runs, scale, device, torch, dtype, commit,
+    dates (UTC), e.g. ``"18 runs of scale book on cpu, torch 2.13.0+cpu, float32, commit 1c74c9d, 2026-11-30"``.
+
+    Raises:
+        ValueError: for an empty list.
+    """
+    if not results:
+        raise ValueError("provenance_label needs at least one result")
+
+    def joined(values: Iterable) -> str:
+        return "/".join(sorted({str(v) for v in values}))
+
+    prov = [r["provenance"] for r in results]
+    dates = sorted(p["date_utc"][:10] for p in prov)
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    dirty = " (with uncommitted changes)" if any(p["git_dirty"] for p in prov) else ""
+    return (
+        f"{len(results)} run{'s' if len(results) != 1 else ''} of scale {joined(r['run']['scale']['name'] for r in results)} on {joined(p['device'] for p in prov)}, "
+        f"torch {joined(p['torch_version'] for p in prov)}, {joined(r['timing']['dtype'] for r in results)}, "
+        f"commit {joined(str(p['git_commit'])[:7] for p in prov)}{dirty}, {when}"
+    )
 
 
 def format_table(summary: dict[str, dict[str, dict[int, tuple[float, float, int]]]], digits: int = 2) -> str:

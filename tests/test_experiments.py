@@ -49,12 +49,14 @@ def test_result_records_provenance(tmp_path) -> None:
     assert prov["git_commit"] is None or len(prov["git_commit"]) == 40
     assert prov["date_utc"].endswith("+00:00")
     timing = result["timing"]
-    assert timing["trained_in_this_run"] is True and timing["dtype"] == "float32"
+    assert timing["model_was_cached"] is False and timing["dtype"] == "float32"
     for key in ("train_wall_s", "train_tokens_per_second", "eval_wall_s", "eval_tokens_per_second", "peak_memory_bytes"):
         assert timing[key] > 0, key
     assert result["run"] == RunSpec(TINY, "alibi", 0, 32).to_dict()
     assert result["train_config"]["model"]["position"] == "alibi"
     assert {(e["protocol"], e["eval_length"]) for e in result["evaluations"]} == {(p, L) for p in ("nonoverlapping", "sliding") for L in (32, 64)}
+    label = experiments.provenance_label([result])
+    assert label.startswith("1 run of scale tiny on cpu, torch ") and prov["date_utc"][:10] in label
     on_disk = json.loads((tmp_path / "out" / "alibi-Ltrain32-seed0.json").read_text())
     assert on_disk == result
 
