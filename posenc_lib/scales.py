@@ -83,8 +83,9 @@ SCALES: dict[str, Scale] = {
     "ci": Scale("ci", d_model=64, num_layers=2, num_heads=4, seq_len=128, batch_size=32, steps=300, lr=5e-3,
                 warmup_steps=30, eval_lengths=(128, 256, 512, 1024, 2048), eval_tokens=65536, sweep_eval_tokens=16384),
     # book: the whole sweep (6 schemes × 3 seeds) in about 30 min of 2 CPU cores, on the larger corpus.
-    "book": Scale("book", d_model=96, num_layers=2, num_heads=4, seq_len=128, batch_size=32, steps=500, lr=4e-3,
-                  warmup_steps=50, eval_lengths=(128, 256, 512, 1024, 2048), eval_tokens=131072, corpus="sotu"),
+    "book": Scale("book", d_model=96, num_layers=2, num_heads=4, seq_len=128, batch_size=32, steps=400, lr=4e-3,
+                  warmup_steps=40, eval_lengths=(128, 256, 512, 1024, 2048), eval_tokens=131072, corpus="sotu",
+                  sweep_eval_tokens=32768),
     # gpu: ~4.8 M parameters, L_train 512, bf16 autocast; sized for 6 schemes × 3 seeds in about
     # 10 min on one modern GPU (an estimate: no GPU run has been made yet).
     "gpu": Scale("gpu", d_model=256, num_layers=6, num_heads=8, seq_len=512, batch_size=64, steps=1200, lr=2e-3,
