@@ -35,6 +35,7 @@ from posenc_lib.encodings import (
 from posenc_lib.evaluate import EvalResult, evaluate_perplexity
 from posenc_lib.model import SCHEMES, ModelConfig, TransformerLM
 from posenc_lib.scales import SCALES, Scale, get_scale
+from posenc_lib.sotu import load_sotu  # also registers "sotu" in posenc_lib.data.CORPORA
 from posenc_lib.train import TrainConfig, TrainRecord, train
 
 __version__ = "0.1.0"
@@ -67,6 +68,7 @@ __all__ = [
     "get_scale",
     "interleaved_to_half_permutation",
     "load_corpus",
+    "load_sotu",
     "mean_attention_distance",
     "pick_device",
     "positions_from_mask",

@@ -53,6 +53,11 @@ def cache_key(config: TrainConfig, device: torch.device | str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def cached_model_path(config: TrainConfig, device: torch.device | str = "cpu") -> Path:
+    """The file that holds (or will hold) the model trained from ``config`` on ``device``'s type."""
+    return cache_dir() / f"{config.model.position}-{cache_key(config, device)}.pt"
+
+
 def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
     """Return the model trained from ``config`` on ``device``'s type, training it only if no
     cached copy exists.
@@ -62,9 +67,8 @@ def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, pro
         model was first trained; the model is in eval mode on ``device``.
     """
     device = torch.device(device)
-    key = cache_key(config, device)
-    directory = cache_dir()
-    path = directory / f"{config.model.position}-{key}.pt"
+    path = cached_model_path(config, device)
+    directory = path.parent
     with open(directory / f"{path.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here while the first trains
         if path.exists():

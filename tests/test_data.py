@@ -46,3 +46,28 @@ def test_errors() -> None:
         read_austen_book("ulysses")
     with pytest.raises(ValueError, match="too short"):
         sample_batch(torch.zeros(5, dtype=torch.uint8), 1, 10, torch.Generator())
+
+
+def test_sotu_holds_out_whole_addresses() -> None:
+    import json
+    from importlib import resources
+
+    manifest = json.loads(resources.files("posenc_lib").joinpath("corpora", "sotu", "manifest.json").read_text())
+    docs = {split: set(manifest[split]["documents"]) for split in ("train", "validation", "test")}
+    assert sum(len(d) for d in docs.values()) == 249
+    assert not (docs["train"] & docs["test"]) and not (docs["train"] & docs["validation"]) and not (docs["validation"] & docs["test"])
+    corpus = load_corpus("sotu")  # verifies each split's sha256 against the manifest
+    assert corpus.name == "sotu" and corpus.train.numel() == manifest["train"]["bytes"] == 10065105
+    test_start = bytes(corpus.test[:2000].tolist())
+    assert test_start not in bytes(corpus.train.tolist())
+
+
+def test_sotu_checksum_is_verified(monkeypatch) -> None:
+    import gzip
+
+    from posenc_lib import sotu
+
+    real = gzip.decompress
+    monkeypatch.setattr(sotu.gzip, "decompress", lambda b: real(b) + b"tampered")
+    with pytest.raises(ValueError, match="sha256"):
+        sotu.load_sotu()

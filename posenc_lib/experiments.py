@@ -1,0 +1,401 @@
+"""Train short, test long, at scale: a resumable sweep over schemes × seeds × L_train.
+
+Each *run* trains one model (one scheme, one seed, one L_train) and evaluates it at every length
+of its scale's grid under two protocols (Press et al. 2022, §4 and Appendix B):
+
+* ``nonoverlapping``: windows of L tokens side by side, every token scored;
+* ``sliding``: windows of L tokens every S = L / ``scale.sliding_divisor`` tokens, only the last
+  S of each scored, so every scored token sees at least L − S tokens of context.
+
+A run writes one JSON file, atomically (a temporary file, then :func:`os.replace`), holding its
+configuration, its results and its provenance (git commit, torch version, device, dtype, wall
+time, tokens per second, peak memory). A sweep that is interrupted resumes: finished runs are
+found on disk and skipped. A file that exists but came from a different configuration is never
+overwritten unless ``overwrite=True`` (``--overwrite``).
+
+Command line::
+
+    python -m posenc_lib.experiments sweep --config ci --out results/ci
+    python -m posenc_lib.experiments table --out results/ci
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+import posenc_lib
+from posenc_lib.cache import cached_model_path, train_cached
+from posenc_lib.data import load_corpus
+from posenc_lib.device import device_name, pick_device
+from posenc_lib.evaluate import evaluate_perplexity
+from posenc_lib.model import SCHEMES
+from posenc_lib.scales import Scale, get_scale
+from posenc_lib.train import TrainConfig, train
+
+PROTOCOLS: tuple[str, ...] = ("nonoverlapping", "sliding")
+"""The two evaluation protocols, in the order results are written."""
+
+RESULT_FORMAT = 1
+"""Version of the result-file layout (bumped when fields change meaning)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: a scale, a scheme, a seed and a training length L_train.
+
+    Attributes:
+        scale: the :class:`~posenc_lib.scales.Scale` (model size, budget, evaluation grid).
+        scheme: a positional scheme from :data:`~posenc_lib.model.SCHEMES`.
+        seed: the training seed.
+        train_length: L_train in bytes; the evaluation grid is the scale's, multiplied by
+            ``train_length / scale.seq_len`` (so it always runs from L_train to 16 × L_train for
+            the built-in scales).
+    """
+
+    scale: Scale
+    scheme: str
+    seed: int
+    train_length: int
+
+    def __post_init__(self) -> None:
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got scheme={self.scheme!r}")
+        if self.train_length < 1:
+            raise ValueError(f"train_length must be >= 1, got train_length={self.train_length}")
+
+    @property
+    def name(self) -> str:
+        """File stem of the run's result, e.g. ``"rope-Ltrain128-seed0"``."""
+        return f"{self.scheme}-Ltrain{self.train_length}-seed{self.seed}"
+
+    def sized_scale(self) -> Scale:
+        """The scale with L_train replaced by ``train_length`` and the grid scaled with it."""
+        if self.train_length == self.scale.seq_len:
+            return self.scale
+        lengths = tuple(L * self.train_length // self.scale.seq_len for L in self.scale.eval_lengths)
+        return dataclasses.replace(self.scale, seq_len=self.train_length, eval_lengths=lengths)
+
+    def train_config(self) -> TrainConfig:
+        return self.sized_scale().train_config(self.scheme, self.seed)
+
+    def eval_plan(self) -> list[tuple[str, int, int | None]]:
+        """(protocol, L, stride) for every evaluation of this run; stride None = non-overlapping."""
+        scale = self.sized_scale()
+        plan = []
+        for L in scale.eval_lengths:
+            plan.append(("nonoverlapping", L, None))
+            plan.append(("sliding", L, max(1, L // scale.sliding_divisor)))
+        return plan
+
+    def to_dict(self) -> dict:
+        """JSON-ready (tuples become lists), so it compares equal to a record read back from disk."""
+        record = {"scale": dataclasses.asdict(self.scale), "scheme": self.scheme, "seed": self.seed, "train_length": self.train_length}
+        return json.loads(json.dumps(record))
+
+
+def plan_sweep(
+    scale: Scale,
+    *,
+    schemes: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    train_lengths: Sequence[int] | None = None,
+) -> list[RunSpec]:
+    """Every run of a sweep, L_train outermost, then seed, then scheme (so the first finished
+    runs already compare all schemes).
+
+    Args:
+        scale: the experiment size.
+        schemes: defaults to all of :data:`~posenc_lib.model.SCHEMES`.
+        seeds: defaults to ``scale.seeds``.
+        train_lengths: defaults to ``(scale.seq_len,)``.
+
+    Raises:
+        ValueError: for an unknown scheme or a non-positive L_train.
+    """
+    schemes = tuple(schemes or SCHEMES)
+    seeds = tuple(scale.seeds if seeds is None else seeds)
+    train_lengths = tuple(train_lengths or (scale.seq_len,))
+    return [RunSpec(scale, scheme, seed, L) for L in train_lengths for seed in seeds for scheme in schemes]
+
+
+def _git_commit() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout that holds posenc_lib, or (None, None) outside git."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+    return commit, bool(status.strip())
+
+
+def provenance(device: torch.device | str) -> dict:
+    """Where and with what a result was produced: commit, versions, device, date (UTC)."""
+    commit, dirty = _git_commit()
+    return {
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "posenc_lib_version": posenc_lib.__version__,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "device": device_name(device),
+        "device_type": torch.device(device).type,
+        "torch_threads": torch.get_num_threads(),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _peak_memory(device: torch.device) -> dict:
+    if device.type == "cuda":
+        return {"peak_memory_bytes": torch.cuda.max_memory_allocated(device), "peak_memory_kind": "cuda max_memory_allocated during this run"}
+    # ru_maxrss is the whole process's peak resident set (KiB on Linux, bytes on macOS).
+    scale = 1 if sys.platform == "darwin" else 1024
+    return {"peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, "peak_memory_kind": "process peak RSS so far"}
+
+
+def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True, progress: bool = True) -> dict:
+    """Train (or load from the model cache) and evaluate one run; returns its result record.
+
+    Returns:
+        A JSON-ready dict: ``run`` (the spec), ``train_config``, ``provenance``, ``timing``
+        (train and evaluation wall seconds, tokens per second, peak memory), ``train`` (final
+        loss, parameters) and ``evaluations``: one entry per (protocol, L) with nll (nats per
+        byte), perplexity, bits per byte, stride and tokens scored.
+    """
+    device = torch.device(device)
+    config = spec.train_config()
+    scale = spec.sized_scale()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    was_cached = use_cache and cached_model_path(config, device).exists()
+    start = time.perf_counter()
+    model, record = train_cached(config, device, progress=progress) if use_cache else train(config, device, progress=progress)
+    train_wall = time.perf_counter() - start
+    test = load_corpus(config.corpus).test
+    use_autocast = config.autocast_dtype == "bfloat16" and device.type == "cuda"
+    evaluations = []
+    start = time.perf_counter()
+    plan = spec.eval_plan()
+    for protocol, L, stride in tqdm(plan, desc=f"eval {spec.name}", disable=not progress, leave=False):
+        if model.max_length is not None and L > model.max_length:
+            # A learned table has no row past L_train: there is no perplexity to report.
+            evaluations.append({"protocol": protocol, "eval_length": L, "stride": stride, "nll": None, "perplexity": None,
+                                "bits_per_byte": None, "tokens_scored": 0, "skipped": f"learned table has {model.max_length} rows"})
+            continue
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
+            result = evaluate_perplexity(model, test, L, stride=stride, max_tokens=scale.sweep_eval_tokens or scale.eval_tokens)
+        evaluations.append({"protocol": protocol, **result.to_dict()})
+    eval_wall = time.perf_counter() - start
+    eval_tokens = sum(e["tokens_scored"] for e in evaluations)
+    return {
+        "format": RESULT_FORMAT,
+        "run": spec.to_dict(),
+        "name": spec.name,
+        "train_config": config.to_dict(),
+        "provenance": provenance(device),
+        "timing": {
+            "model_was_cached": was_cached,  # if so, train_wall_s is from the run that trained it
+            "train_wall_s": record.wall_time_s,
+            "train_tokens_per_second": record.tokens_per_second,
+            "train_device": record.device,
+            "load_or_train_wall_s": train_wall,
+            "eval_wall_s": eval_wall,
+            "eval_tokens_scored": eval_tokens,
+            "eval_tokens_per_second": eval_tokens / eval_wall if eval_wall > 0 else None,
+            "dtype": config.autocast_dtype,
+            **_peak_memory(device),
+        },
+        "train": {"final_loss": record.losses[-1], "num_parameters": record.num_parameters, "steps": len(record.losses)},
+        "evaluations": evaluations,
+    }
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    """Write ``obj`` as JSON so that ``path`` holds either the old file or the whole new one."""
+    path = Path(path)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as tmp:
+        json.dump(obj, tmp, indent=1, allow_nan=False)
+        tmp.flush()
+        os.fsync(tmp.fileno())
+    os.replace(tmp.name, path)
+
+
+def run_sweep(
+    runs: Iterable[RunSpec],
+    out: Path | str,
+    *,
+    device: torch.device | str | None = None,
+    overwrite: bool = False,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> list[dict]:
+    """Run every planned run that has no result in ``out`` yet; return all their results.
+
+    Args:
+        runs: from :func:`plan_sweep`.
+        out: directory for the result files (``<run name>.json``), created if missing.
+        device: defaults to :func:`~posenc_lib.device.pick_device` (CUDA when present).
+        overwrite: rerun and replace runs whose files already exist.
+        use_cache: load trained models from (and store them in) the model cache.
+        progress: tqdm bars for runs, training steps and evaluations (stderr).
+
+    Returns:
+        One result dict per run, in plan order (finished ones read back from disk).
+
+    Raises:
+        FileExistsError: if a result file exists for a run's name but records a different
+            configuration, and ``overwrite`` is False (nothing is overwritten silently).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device(device) if device is not None else pick_device()
+    runs = list(runs)
+    results: dict[str, dict] = {}
+    todo = []
+    for spec in runs:
+        path = out / f"{spec.name}.json"
+        if path.exists() and not overwrite:
+            stored = json.loads(path.read_text())
+            if stored.get("run") != spec.to_dict():
+                raise FileExistsError(f"{path} holds a run with a different configuration; use a new --out or --overwrite")
+            results[spec.name] = stored
+        else:
+            todo.append(spec)
+    bar = tqdm(todo, desc=f"runs ({len(runs) - len(todo)} of {len(runs)} already done)", disable=not progress)
+    for spec in bar:
+        bar.set_postfix(run=spec.name)
+        result = run_one(spec, device, use_cache=use_cache, progress=progress)
+        write_json_atomic(out / f"{spec.name}.json", result)
+        results[spec.name] = result
+    return [results[spec.name] for spec in runs]
+
+
+def load_results(out: Path | str) -> list[dict]:
+    """Every result file in ``out`` (sorted by name), ignoring unfinished temporary files.
+
+    Raises:
+        FileNotFoundError: if ``out`` does not exist.
+    """
+    out = Path(out)
+    if not out.is_dir():
+        raise FileNotFoundError(f"no results directory {out}")
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+
+
+def summarize(results: Iterable[dict]) -> dict[str, dict[str, dict[int, tuple[float, float, int]]]]:
+    """Mean and standard deviation of perplexity over seeds.
+
+    Returns:
+        ``{protocol: {scheme: {L: (mean, std, n)}}}``; std is the sample standard deviation
+        (n − 1 in the denominator; 0.0 when n = 1); lengths a model cannot read are left out.
+    """
+    values: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for result in results:
+        scheme = result["run"]["scheme"]
+        for e in result["evaluations"]:
+            if e["perplexity"] is None:
+                continue
+            values.setdefault(e["protocol"], {}).setdefault(scheme, {}).setdefault(e["eval_length"], []).append(e["perplexity"])
+    order = {s: i for i, s in enumerate(SCHEMES)}
+    return {
+        protocol: {
+            scheme: {L: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for L, v in sorted(by_length.items())}
+            for scheme, by_length in sorted(by_scheme.items(), key=lambda kv: order.get(kv[0], len(order)))
+        }
+        for protocol, by_scheme in values.items()
+    }
+
+
+def provenance_label(results: Sequence[dict]) -> str:
+    """One line saying where stored results came from: runs, scale, device, torch, dtype, commit,
+    dates (UTC), e.g. ``"18 runs of scale book on cpu, torch 2.13.0+cpu, float32, commit 1c74c9d, 2026-11-30"``.
+
+    Raises:
+        ValueError: for an empty list.
+    """
+    if not results:
+        raise ValueError("provenance_label needs at least one result")
+
+    def joined(values: Iterable) -> str:
+        return "/".join(sorted({str(v) for v in values}))
+
+    prov = [r["provenance"] for r in results]
+    dates = sorted(p["date_utc"][:10] for p in prov)
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    dirty = " (with uncommitted changes)" if any(p["git_dirty"] for p in prov) else ""
+    return (
+        f"{len(results)} run{'s' if len(results) != 1 else ''} of scale {joined(r['run']['scale']['name'] for r in results)} on {joined(p['device'] for p in prov)}, "
+        f"torch {joined(p['torch_version'] for p in prov)}, {joined(r['timing']['dtype'] for r in results)}, "
+        f"commit {joined(str(p['git_commit'])[:7] for p in prov)}{dirty}, {when}"
+    )
+
+
+def format_table(summary: dict[str, dict[str, dict[int, tuple[float, float, int]]]], digits: int = 2) -> str:
+    """A plain-text table, one block per protocol: scheme × L, ``mean ± std (n seeds)``."""
+    lines = []
+    for protocol, by_scheme in summary.items():
+        lengths = sorted({L for curve in by_scheme.values() for L in curve})
+        lines.append(f"{protocol}: perplexity (mean ± std over seeds)")
+        lines.append("scheme".ljust(11) + "".join(f"L={L}".rjust(17) for L in lengths) + "   n")
+        for scheme, curve in by_scheme.items():
+            cells = "".join((f"{curve[L][0]:.{digits}f} ± {curve[L][1]:.{digits}f}" if L in curve else "—").rjust(17) for L in lengths)
+            n = max(c[2] for c in curve.values())
+            lines.append(scheme.ljust(11) + cells + f"   {n}")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m posenc_lib.experiments", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sweep = sub.add_parser("sweep", help="train and evaluate schemes × seeds × L_train; resumes from finished runs")
+    sweep.add_argument("--config", default="ci", help="scale: ci (2 CPU cores, minutes), book (CPU, <= 30 min), gpu (one GPU)")
+    sweep.add_argument("--out", default=None, help="results directory (default results/<config>)")
+    sweep.add_argument("--schemes", nargs="+", choices=SCHEMES, default=None, help="default: all six")
+    sweep.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the scale's seeds")
+    sweep.add_argument("--train-lengths", nargs="+", type=int, default=None, help="L_train values (default: the scale's)")
+    sweep.add_argument("--device", default=None, help="cpu, cuda, … (default: CUDA when present)")
+    sweep.add_argument("--overwrite", action="store_true", help="rerun and replace runs that already have a result file")
+    sweep.add_argument("--no-cache", action="store_true", help="always train (do not use the model cache)")
+    sweep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    table = sub.add_parser("table", help="print mean ± std perplexity of the results in a directory")
+    table.add_argument("--out", required=True, help="results directory")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m posenc_lib.experiments``; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "table":
+        print(format_table(summarize(load_results(args.out))))
+        return 0
+    scale = get_scale(args.config)
+    runs = plan_sweep(scale, schemes=args.schemes, seeds=args.seeds, train_lengths=args.train_lengths)
+    out = args.out or os.path.join("results", args.config)
+    start = time.perf_counter()
+    results = run_sweep(runs, out, device=args.device, overwrite=args.overwrite, use_cache=not args.no_cache, progress=not args.no_progress)
+    print(format_table(summarize(results)))
+    print(f"\n{len(results)} runs in {out} ({time.perf_counter() - start:.0f} s wall for this invocation)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The sweep: resumes after a kill without rework or loss, never overwrites silently, records
+provenance, and summarises seeds as mean ± sample standard deviation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc_lib import experiments
+from posenc_lib.experiments import RunSpec, format_table, load_results, plan_sweep, run_sweep, summarize
+from posenc_lib.scales import SCALES, Scale
+
+TINY = Scale("tiny", d_model=32, num_layers=1, num_heads=2, seq_len=32, batch_size=8, steps=15, lr=3e-3,
+             warmup_steps=2, eval_lengths=(32, 64), eval_tokens=2048, seeds=(0, 1))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_plan_order_and_evaluation_grid() -> None:
+    runs = plan_sweep(TINY, schemes=["rope", "alibi"])
+    assert [r.name for r in runs] == ["rope-Ltrain32-seed0", "alibi-Ltrain32-seed0", "rope-Ltrain32-seed1", "alibi-Ltrain32-seed1"]
+    assert runs[0].eval_plan() == [("nonoverlapping", 32, None), ("sliding", 32, 16), ("nonoverlapping", 64, None), ("sliding", 64, 32)]
+    longer = RunSpec(TINY, "rope", 0, 64)
+    assert longer.sized_scale().eval_lengths == (64, 128) and longer.train_config().seq_len == 64
+    assert len(plan_sweep(SCALES["ci"])) == 18  # six schemes × three seeds
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        RunSpec(TINY, "xpos", 0, 32)
+    with pytest.raises(ValueError, match="train_length must be >= 1"):
+        RunSpec(TINY, "rope", 0, 0)
+
+
+def test_result_records_provenance(tmp_path) -> None:
+    (result,) = run_sweep(plan_sweep(TINY, schemes=["alibi"], seeds=[0]), tmp_path / "out", device="cpu", progress=False)
+    prov = result["provenance"]
+    assert prov["torch_version"] == torch.__version__ and prov["device"] == "cpu" and prov["device_type"] == "cpu"
+    assert prov["git_commit"] is None or len(prov["git_commit"]) == 40
+    assert prov["date_utc"].endswith("+00:00")
+    timing = result["timing"]
+    assert timing["model_was_cached"] is False and timing["dtype"] == "float32"
+    for key in ("train_wall_s", "train_tokens_per_second", "eval_wall_s", "eval_tokens_per_second", "peak_memory_bytes"):
+        assert timing[key] > 0, key
+    assert result["run"] == RunSpec(TINY, "alibi", 0, 32).to_dict()
+    assert result["train_config"]["model"]["position"] == "alibi"
+    assert {(e["protocol"], e["eval_length"]) for e in result["evaluations"]} == {(p, L) for p in ("nonoverlapping", "sliding") for L in (32, 64)}
+    label = experiments.provenance_label([result])
+    assert label.startswith("1 run of scale tiny on cpu, torch ") and prov["date_utc"][:10] in label
+    on_disk = json.loads((tmp_path / "out" / "alibi-Ltrain32-seed0.json").read_text())
+    assert on_disk == result
+
+
+def test_learned_beyond_its_table_is_recorded_as_skipped(tmp_path) -> None:
+    (result,) = run_sweep(plan_sweep(TINY, schemes=["learned"], seeds=[0]), tmp_path, device="cpu", progress=False)
+    long = [e for e in result["evaluations"] if e["eval_length"] == 64]
+    assert all(e["perplexity"] is None and "32 rows" in e["skipped"] for e in long)
+    assert 64 not in summarize([result])["sliding"]["learned"]
+
+
+def test_interrupted_sweep_resumes_without_rework(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "out"
+    runs = plan_sweep(TINY, schemes=["rope", "alibi"], seeds=[0])
+    real_run_one = experiments.run_one
+    calls: list[str] = []
+
+    def interrupt_second(spec, *args, **kwargs):
+        calls.append(spec.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as if Ctrl-C arrived during the second run
+        return real_run_one(spec, *args, **kwargs)
+
+    monkeypatch.setattr(experiments, "run_one", interrupt_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(runs, out, device="cpu", progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["rope-Ltrain32-seed0.json"]  # no partial file
+    first = (out / "rope-Ltrain32-seed0.json").read_bytes()
+
+    calls.clear()
+    results = run_sweep(runs, out, device="cpu", progress=False)
+    assert calls == ["alibi-Ltrain32-seed0"]  # only the missing run
+    assert (out / "rope-Ltrain32-seed0.json").read_bytes() == first  # untouched
+    assert [r["name"] for r in results] == ["rope-Ltrain32-seed0", "alibi-Ltrain32-seed0"]
+
+
+KILL_SCRIPT = """
+import sys
+from posenc_lib import experiments
+from posenc_lib.scales import SCALES, Scale
+SCALES["tiny"] = Scale("tiny", d_model=32, num_layers=1, num_heads=2, seq_len=32, batch_size=8, steps=60, lr=3e-3,
+                       warmup_steps=2, eval_lengths=(32, 64, 128), eval_tokens=8192, seeds=(0,))
+sys.exit(experiments.main(["sweep", "--config", "tiny", "--schemes", "rope", "alibi", "t5", "--out", sys.argv[1], "--no-progress", "--device", "cpu"]))
+"""
+
+
+def test_killed_process_resumes_and_loses_nothing(tmp_path) -> None:
+    """SIGKILL the command line after its first result file appears; rerun; compare."""
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not list(out.glob("*.json")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    survivors = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    assert "rope-Ltrain32-seed0.json" in survivors and len(survivors) < 3, "kill the sweep while it still has runs to do"
+    for content in survivors.values():
+        json.loads(content)  # every file that exists is whole
+
+    subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(out)], env=env, check=True, capture_output=True)
+    after = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    assert sorted(after) == ["alibi-Ltrain32-seed0.json", "rope-Ltrain32-seed0.json", "t5-Ltrain32-seed0.json"]
+    for name, content in survivors.items():
+        assert after[name] == content  # finished runs neither redone nor rewritten
+
+
+def test_never_overwrites_a_different_run_silently(tmp_path) -> None:
+    run_sweep(plan_sweep(TINY, schemes=["none"], seeds=[0]), tmp_path, device="cpu", progress=False)
+    changed = Scale(**{**TINY.__dict__, "steps": 16})
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        run_sweep(plan_sweep(changed, schemes=["none"], seeds=[0]), tmp_path, device="cpu", progress=False)
+    (result,) = run_sweep(plan_sweep(changed, schemes=["none"], seeds=[0]), tmp_path, device="cpu", progress=False, overwrite=True)
+    assert result["train"]["steps"] == 16 and load_results(tmp_path)[0]["train"]["steps"] == 16
+
+
+def _fake_result(scheme: str, seed: int, perplexities: dict[int, float]) -> dict:
+    return {
+        "run": {"scheme": scheme, "seed": seed},
+        "evaluations": [{"protocol": "nonoverlapping", "eval_length": L, "perplexity": p} for L, p in perplexities.items()],
+    }
+
+
+def test_summary_is_mean_and_sample_std() -> None:
+    results = [_fake_result("rope", s, {128: p, 256: 2 * p}) for s, p in enumerate([3.0, 4.0, 8.0])]
+    summary = summarize(results + [_fake_result("alibi", 0, {128: 3.5})])
+    mean, std, n = summary["nonoverlapping"]["rope"][256]
+    assert (mean, n) == (10.0, 3) and std == pytest.approx(statistics.stdev([6.0, 8.0, 16.0]))
+    assert summary["nonoverlapping"]["alibi"][128] == (3.5, 0.0, 1)
+    assert list(summary["nonoverlapping"]) == ["rope", "alibi"]  # the book's scheme order
+    table = format_table(summary)
+    assert "10.00 ± 5.29" in table and "—" in table
+
+
+def test_command_line_table(tmp_path, capsys) -> None:
+    run_sweep(plan_sweep(TINY, schemes=["t5"], seeds=[0]), tmp_path, device="cpu", progress=False)
+    assert experiments.main(["table", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("nonoverlapping: perplexity") and "t5" in printed and "sliding" in printed
+    with pytest.raises(FileNotFoundError):
+        load_results(tmp_path / "missing")
