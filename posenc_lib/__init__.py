@@ -12,7 +12,9 @@ Notation used for tensor shapes (as in the docstrings and the comments at each r
 * ``vocab`` (V): 256 byte values
 """
 
+from posenc_lib.alibi_attention import alibi_attention
 from posenc_lib.attention import SelfAttention, attend, causal_mask
+from posenc_lib.attention_maps import attention_probabilities, mean_attention_distance
 from posenc_lib.cache import train_cached
 from posenc_lib.data import Corpus, bytes_to_tokens, load_corpus, sample_batch, tokens_to_text
 from posenc_lib.device import device_name, pick_device
@@ -21,8 +23,11 @@ from posenc_lib.encodings import (
     RotaryEmbedding,
     T5RelativePositionBias,
     alibi_bias,
+    alibi_bias_from_mask,
     alibi_slopes,
     apply_rope,
+    interleaved_to_half_permutation,
+    positions_from_mask,
     rope_inverse_frequencies,
     sinusoidal_encoding,
     t5_relative_position_bucket,
@@ -48,17 +53,23 @@ __all__ = [
     "TrainConfig",
     "TrainRecord",
     "TransformerLM",
+    "alibi_attention",
     "alibi_bias",
+    "alibi_bias_from_mask",
     "alibi_slopes",
     "apply_rope",
     "bytes_to_tokens",
     "attend",
+    "attention_probabilities",
     "causal_mask",
     "device_name",
     "evaluate_perplexity",
     "get_scale",
+    "interleaved_to_half_permutation",
     "load_corpus",
+    "mean_attention_distance",
     "pick_device",
+    "positions_from_mask",
     "rope_inverse_frequencies",
     "sample_batch",
     "sinusoidal_encoding",

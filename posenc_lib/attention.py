@@ -56,6 +56,9 @@ def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None, *, causa
         if bias.shape[-2:] != (t, s) or bias.dim() not in (3, 4):
             raise ValueError(f"bias must be [heads, {t}, {s}] or [batch, heads, {t}, {s}], got {tuple(bias.shape)}")
         mask = bias.to(q.dtype) + mask  # (…, H, T, S)
+    # A 4-D mask keeps CPU SDPA on its fused kernel; with a 2-D or 3-D one it falls back to the
+    # slower "math" path that materialises extra copies (measured in the ALiBi chapter).
+    mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # (…, T, S) -> (B|1, H|1, T, S)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 

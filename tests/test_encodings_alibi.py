@@ -46,3 +46,29 @@ def test_bias_errors() -> None:
         alibi_bias(2, 4, 3)
     with pytest.raises(ValueError, match="num_heads"):
         alibi_bias(0, 2, 2)
+
+
+def test_positions_from_a_left_padded_mask() -> None:
+    from posenc_lib import positions_from_mask
+
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    assert positions_from_mask(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]
+    assert torch.equal(positions_from_mask(mask.bool()), positions_from_mask(mask))
+    with pytest.raises(ValueError, match="0/1"):
+        positions_from_mask(torch.tensor([[0, 2]]))
+    with pytest.raises(ValueError, match="batch, seq"):
+        positions_from_mask(torch.ones(3))
+
+
+def test_padding_aware_bias_equals_the_unpadded_bias() -> None:
+    from posenc_lib import alibi_bias_from_mask
+
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    bias = alibi_bias_from_mask(4, mask)
+    assert bias.shape == (2, 4, 5, 5)
+    assert torch.equal(bias[1], alibi_bias(4, 5, 5))
+    assert torch.equal(bias[0, :, 2:, 2:], alibi_bias(4, 3, 3))  # the real tokens, as if alone
+    tail = alibi_bias_from_mask(4, mask, q_len=2)
+    assert torch.equal(tail, bias[:, :, -2:])
+    with pytest.raises(ValueError, match="q_len"):
+        alibi_bias_from_mask(4, mask, q_len=6)

@@ -4,8 +4,16 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from posenc_lib import RotaryEmbedding, apply_rope, rope_inverse_frequencies
+from posenc_lib import (
+    RotaryEmbedding,
+    apply_rope,
+    interleaved_to_half_permutation,
+    positions_from_mask,
+    rope_inverse_frequencies,
+)
 
 
 def test_inverse_frequencies() -> None:
@@ -98,3 +106,108 @@ def test_module_partial_rotary() -> None:
     assert torch.allclose(out[..., :4], apply_rope(x[..., :4], torch.arange(5)), atol=1e-6)
     with pytest.raises(ValueError, match="rotary_dim"):
         RotaryEmbedding(8, rotary_dim=3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(-70_000, 70_000), n=st.integers(-70_000, 70_000), shift=st.integers(-70_000, 70_000),
+       interleaved=st.booleans())
+def test_score_depends_only_on_offset_float64(m: int, n: int, shift: int, interleaved: bool) -> None:
+    # with float64 angles the law holds to rounding, at any positions
+    g = torch.Generator().manual_seed(abs(m) + abs(n))
+    q, k = torch.randn(1, 16, dtype=torch.float64, generator=g), torch.randn(1, 16, dtype=torch.float64, generator=g)
+
+    def score(a: int, b: int) -> float:
+        qa = apply_rope(q, torch.tensor([a]), interleaved=interleaved, angle_dtype=torch.float64)
+        kb = apply_rope(k, torch.tensor([b]), interleaved=interleaved, angle_dtype=torch.float64)
+        return (qa * kb).sum().item()
+
+    assert score(m, n) == pytest.approx(score(m + shift, n + shift), abs=1e-8)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rotary_dim", [None, 4])
+def test_kv_cache_decoding_equals_full_pass(interleaved: bool, rotary_dim: int | None) -> None:
+    rope = RotaryEmbedding(8, interleaved=interleaved, rotary_dim=rotary_dim)
+    x = torch.randn(2, 3, 9, 8)
+    full = rope(x, torch.arange(9))
+    for t in range(9):  # one token at a time, its position the cache length so far
+        step = rope(x[..., t : t + 1, :], torch.tensor([t]))
+        assert torch.equal(step, full[..., t : t + 1, :])
+    if rotary_dim is None:  # a chunk at an offset (prefill after a prompt), through the function
+        assert torch.equal(apply_rope(x[..., 4:, :], torch.arange(4, 9), interleaved=interleaved), full[..., 4:, :])
+
+
+def test_positions_from_mask() -> None:
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    expected = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4], [0, 1, 2, 0, 0]])  # pads get 0
+    assert torch.equal(positions_from_mask(mask), expected)
+    assert torch.equal(positions_from_mask(mask.bool()), expected)
+    with pytest.raises(ValueError, match="mask"):
+        positions_from_mask(torch.ones(5))
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_left_padding_matches_unpadded(interleaved: bool) -> None:
+    rope = RotaryEmbedding(8, interleaved=interleaved)
+    x = torch.randn(2, 3, 6, 8)
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    out = rope(x, positions_from_mask(mask))
+    assert torch.equal(out[0, :, 3:], rope(x[0:1, :, 3:], torch.arange(3))[0])  # as if run alone
+    assert torch.equal(out[1], rope(x[1:2], torch.arange(6))[0])
+
+
+def test_cache_extends_and_follows_function() -> None:
+    rope = RotaryEmbedding(8)
+    rope(torch.randn(1, 1, 4, 8), torch.arange(4))
+    assert rope._cos.shape == (4, 4)
+    x = torch.randn(1, 1, 10, 8)
+    positions = torch.arange(100, 110)
+    out = rope(x, positions)
+    assert rope._cos.shape[0] >= 110 and rope._cos.dtype == torch.float32
+    assert torch.equal(out, apply_rope(x, positions))
+    rope(torch.randn(1, 1, 1, 8), torch.tensor([3]))  # a shorter request never shrinks it
+    assert rope._cos.shape[0] >= 110
+
+
+def test_module_negative_positions_match_function() -> None:
+    rope = RotaryEmbedding(8)
+    x = torch.randn(2, 5, 8)
+    positions = torch.tensor([[-4, -1, 0, 2, 9], [-7, 3, 0, -2, 1]])
+    assert torch.equal(rope(x, positions), apply_rope(x, positions))
+
+
+@pytest.mark.parametrize("head_dim", [2, 8, 64])
+def test_permutation_converts_interleaved_to_half(head_dim: int) -> None:
+    perm = interleaved_to_half_permutation(head_dim)
+    x, positions = torch.randn(2, 7, head_dim), torch.arange(7) * 31
+    interleaved = apply_rope(x, positions, interleaved=True)
+    assert torch.equal(apply_rope(x[..., perm], positions), interleaved[..., perm])
+    # the conventions differ, except for head_dim 2 where both rotate the single pair (0, 1)
+    assert torch.allclose(apply_rope(x, positions), interleaved) == (head_dim == 2)
+    assert torch.equal(perm[perm.argsort()], torch.arange(head_dim))
+
+
+def _bf16_error_ratio(out: torch.Tensor, reference: torch.Tensor) -> float:
+    """Largest |out − reference| over each pair, in units of bf16's epsilon (2^-7) times the pair's norm."""
+    pair_norm = reference.unflatten(-1, (2, -1)).norm(dim=-2).repeat(1, 2)  # rotate-half pairs (i, i + d/2)
+    return ((out.double() - reference).abs() / (pair_norm * torch.finfo(torch.bfloat16).eps)).max().item()
+
+
+def test_bf16_inputs_at_large_positions_stay_within_bf16_rounding() -> None:
+    # float64 reference: the exact rotation of the same bf16 numbers. The library (float32 angles)
+    # must stay within one bf16 epsilon of each pair's norm; angles in bf16 must not.
+    x = torch.randn(64, 128).to(torch.bfloat16)
+    positions = torch.randint(0, 65_537, (64,))
+    positions[:2] = torch.tensor([65_535, 65_536])
+    reference = apply_rope(x.double(), positions, angle_dtype=torch.float64)
+    out = apply_rope(x, positions)
+    module_out = RotaryEmbedding(128).to(torch.bfloat16)(x, positions)
+    assert out.dtype == module_out.dtype == torch.bfloat16
+    assert torch.equal(out, module_out)
+    assert _bf16_error_ratio(out, reference) < 1.0
+    assert _bf16_error_ratio(apply_rope(x, positions, angle_dtype=torch.bfloat16), reference) > 10.0
+
+
+def test_angle_dtype_errors() -> None:
+    with pytest.raises(ValueError, match="angle_dtype"):
+        apply_rope(torch.randn(2, 4), torch.arange(2), angle_dtype=torch.int32)

@@ -1,8 +1,15 @@
-"""Positional encodings, one module each. They are leaves: none imports the rest of posenc_lib."""
+"""Positional encodings, one module each. They are leaves: none imports the rest of posenc_lib
+(``positions`` holds the one helper the relative encodings share)."""
 
-from posenc_lib.encodings.alibi import alibi_bias, alibi_slopes
+from posenc_lib.encodings.alibi import alibi_bias, alibi_bias_from_mask, alibi_slopes
 from posenc_lib.encodings.learned import LearnedPositionalEmbedding
-from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope, rope_inverse_frequencies
+from posenc_lib.encodings.positions import positions_from_mask
+from posenc_lib.encodings.rope import (
+    RotaryEmbedding,
+    apply_rope,
+    interleaved_to_half_permutation,
+    rope_inverse_frequencies,
+)
 from posenc_lib.encodings.sinusoidal import sinusoidal_encoding
 from posenc_lib.encodings.t5_bias import T5RelativePositionBias, t5_relative_position_bucket
 
@@ -11,8 +18,11 @@ __all__ = [
     "RotaryEmbedding",
     "T5RelativePositionBias",
     "alibi_bias",
+    "alibi_bias_from_mask",
     "alibi_slopes",
     "apply_rope",
+    "interleaved_to_half_permutation",
+    "positions_from_mask",
     "rope_inverse_frequencies",
     "sinusoidal_encoding",
     "t5_relative_position_bucket",

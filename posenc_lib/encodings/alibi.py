@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor
 
+from posenc_lib.encodings.positions import positions_from_mask
+
 
 def _slopes_power_of_two(n: int) -> list[float]:
     # Geometric sequence that starts at 2^(-8/n) and has that same ratio (Press et al. §3).
@@ -89,3 +91,46 @@ def alibi_bias(
     key_positions = torch.arange(k_len, device=device)  # (k,)
     distance = (query_positions[:, None] - key_positions[None, :]).abs()  # (q, k)
     return (-slopes.to(device)[:, None, None] * distance[None]).to(dtype)  # (h, q, k)
+
+
+def alibi_bias_from_mask(
+    num_heads: int,
+    attention_mask: Tensor,
+    q_len: int | None = None,
+    *,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """Padding-aware ALiBi bias: bias[b, h, i, j] = −m_h · |p_b(i) − p_b(j)|, p from the mask.
+
+    Positions ``p_b`` come from :func:`positions_from_mask`, so a left-padded sequence gets
+    the same bias over its real tokens as it would alone (Press et al. 2022, §3; Hugging Face's
+    BLOOM builds its key positions the same way). Pads are *not* masked here: combine the
+    bias with the padding and causal masks.
+
+    Args:
+        num_heads: heads n ≥ 1 (slopes from :func:`alibi_slopes`).
+        attention_mask: ``[batch, k_len]``, 1/True for real tokens.
+        q_len: number of queries, aligned to the end of the keys; default ``k_len``.
+        dtype: of the returned tensor (on the mask's device).
+
+    Returns:
+        Tensor ``[batch, num_heads, q_len, k_len]``.
+
+    Raises:
+        ValueError: for a bad mask, num_heads < 1, or q_len outside 1 … k_len.
+
+    Example:
+        >>> alibi_bias_from_mask(1, torch.tensor([[0, 1, 1]]))[0, 0]
+        tensor([[ 0.0000,  0.0000, -0.0039],
+                [ 0.0000,  0.0000, -0.0039],
+                [-0.0039, -0.0039,  0.0000]])
+    """
+    slopes = alibi_slopes(num_heads).to(attention_mask.device)
+    positions = positions_from_mask(attention_mask)  # (B, S)
+    k_len = positions.shape[1]
+    q_len = k_len if q_len is None else q_len
+    if q_len < 1 or q_len > k_len:
+        raise ValueError(f"q_len must lie in 1 … k_len={k_len}, got q_len={q_len}")
+    query_positions = positions[:, k_len - q_len :]  # (B, T): queries are the last q_len tokens
+    distance = (query_positions[:, :, None] - positions[:, None, :]).abs()  # (B, T, S)
+    return (-slopes[None, :, None, None] * distance[:, None]).to(dtype)  # (B, H, T, S)

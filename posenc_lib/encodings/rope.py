@@ -1,4 +1,10 @@
-"""Rotary position embedding, RoPE (Su et al. 2021, RoFormer §3.2–3.4)."""
+"""Rotary position embedding, RoPE (Su et al. 2021, RoFormer §3.2–3.4).
+
+:func:`apply_rope` is the function, :class:`RotaryEmbedding` the module with a float32 cos/sin
+cache that attention layers use; both rotate with the elementwise form (eq. 34), never a
+``head_dim × head_dim`` matrix. :func:`positions_from_mask` and
+:func:`interleaved_to_half_permutation` serve batching and checkpoint conversion.
+"""
 
 from __future__ import annotations
 
@@ -30,24 +36,43 @@ def rope_inverse_frequencies(head_dim: int, base: float = 10000.0) -> Tensor:
         >>> rope_inverse_frequencies(4, base=100.0)
         tensor([1.0000, 0.1000])
     """
+    return _inverse_frequencies(head_dim, base, torch.float32)
+
+
+def _inverse_frequencies(head_dim: int, base: float, dtype: torch.dtype) -> Tensor:
+    """θ_i computed in float64 and rounded once to ``dtype``."""
     _check_head_dim(head_dim)
     if base <= 0:
         raise ValueError(f"base must be > 0, got base={base}")
     exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
-    return (base ** -exponents).to(torch.float32)
+    return (base ** -exponents).to(dtype)
 
 
-def _angles(positions: Tensor, inv_freq: Tensor, x_dim: int) -> Tensor:
-    """Angles p·θ_i in float32, shaped to broadcast against ``[..., seq, head_dim/2]``."""
+ANGLE_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
+"""Dtypes :func:`apply_rope` accepts for its angles (float32 is the default and the library's choice)."""
+
+
+def _check_positions(positions: Tensor, x: Tensor) -> None:
+    """Integer positions ``[seq]`` or ``[batch, seq]`` that match ``x`` ``[..., seq, head_dim]``."""
+    if x.dim() < 2:
+        raise ValueError(f"x must be [..., seq, head_dim], got shape {tuple(x.shape)}")
+    seq = x.shape[-2]
     if positions.dtype.is_floating_point or positions.dtype == torch.bool:
         raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
-    angles = positions.to(torch.float32)[..., None] * inv_freq.to(positions.device)  # (..., seq, d/2)
+    if positions.dim() not in (1, 2) or positions.shape[-1] != seq:
+        raise ValueError(f"positions must be [seq={seq}] or [batch, seq={seq}], got shape {tuple(positions.shape)}")
     if positions.dim() == 2:
-        if x_dim < 3:
+        if x.dim() < 3:
             raise ValueError("positions of shape [batch, seq] need x with at least 3 dims [batch, ..., seq, head_dim]")
-        # (batch, seq, d/2) -> (batch, 1, …, 1, seq, d/2): one singleton per head-like dim of x
-        angles = angles.reshape(angles.shape[0], *([1] * (x_dim - 3)), *angles.shape[1:])
-    return angles
+        if positions.shape[0] != x.shape[0]:
+            raise ValueError(f"positions [batch, seq] has batch={positions.shape[0]} but x has batch={x.shape[0]}")
+
+
+def _broadcast_to_heads(table: Tensor, positions: Tensor, x_dim: int) -> Tensor:
+    """``[batch, seq, r]`` -> ``[batch, 1, …, 1, seq, r]``: one singleton per head-like dim of x."""
+    if positions.dim() == 1:
+        return table
+    return table.reshape(table.shape[0], *([1] * (x_dim - 3)), *table.shape[1:])
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> Tensor:
@@ -88,6 +113,7 @@ def apply_rope(
     *,
     base: float = 10000.0,
     interleaved: bool = False,
+    angle_dtype: torch.dtype = torch.float32,
 ) -> Tensor:
     """Rotate queries or keys by their positions: RoPE(x, p) = R_{Θ,p} x.
 
@@ -103,33 +129,35 @@ def apply_rope(
         base: θ_i = base^(−2i/head_dim).
         interleaved: ``False`` pairs dimension i with i + head_dim/2 (rotate-half: GPT-NeoX,
             Hugging Face Llama); ``True`` pairs 2i with 2i+1 (GPT-J, Meta's complex form).
+        angle_dtype: dtype in which the angles p·θ_i and their cos/sin are computed. Keep the
+            default float32 (what the library and production code use); float64 gives a
+            reference, and bfloat16/float16 show what goes wrong at long positions (float16
+            cannot even hold a position above 65 504).
 
     Returns:
-        Tensor with x's shape and dtype. The angles, cos and sin are computed in float32
-        whatever x's dtype.
+        Tensor with x's shape and dtype. The rotation itself is done in float32 (float64 when
+        x is float64) whatever x's dtype.
 
     Raises:
-        ValueError: if head_dim is odd, positions are not integers, or their shape does not
-            match ``seq`` (and ``batch``).
+        ValueError: if head_dim is odd, positions are not integers, their shape does not
+            match ``seq`` (and ``batch``), or ``angle_dtype`` is not one of ``ANGLE_DTYPES``.
 
     Example:
         >>> q = torch.randn(1, 2, 5, 8)
         >>> apply_rope(q, torch.arange(5)).shape
         torch.Size([1, 2, 5, 8])
     """
-    if x.dim() < 2:
-        raise ValueError(f"x must be [..., seq, head_dim], got shape {tuple(x.shape)}")
-    head_dim, seq = x.shape[-1], x.shape[-2]
-    _check_head_dim(head_dim)
-    if positions.dim() not in (1, 2) or positions.shape[-1] != seq:
-        raise ValueError(
-            f"positions must be [seq={seq}] or [batch, seq={seq}], got shape {tuple(positions.shape)}"
-        )
-    if positions.dim() == 2 and positions.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"positions [batch, seq] has batch={positions.shape[0]} but x has batch={x.shape[0]}"
-        )
-    angles = _angles(positions.to(x.device), rope_inverse_frequencies(head_dim, base).to(x.device), x.dim())
+    _check_positions(positions, x)
+    _check_head_dim(x.shape[-1])
+    if angle_dtype not in ANGLE_DTYPES:
+        raise ValueError(f"angle_dtype must be one of {ANGLE_DTYPES}, got angle_dtype={angle_dtype}")
+    if angle_dtype == torch.float64:  # the reference: θ_i not rounded to float32 either
+        inv_freq = _inverse_frequencies(x.shape[-1], base, torch.float64)
+    else:
+        inv_freq = rope_inverse_frequencies(x.shape[-1], base)
+    positions, inv_freq = positions.to(x.device), inv_freq.to(x.device, angle_dtype)
+    angles = positions.to(angle_dtype)[..., None] * inv_freq  # (..., seq, d/2)
+    angles = _broadcast_to_heads(angles, positions, x.dim())
     return rotate_pairs(x, angles.cos(), angles.sin(), interleaved=interleaved)
 
 
@@ -187,26 +215,53 @@ class RotaryEmbedding(nn.Module):
         self._cos, self._sin = angles.cos(), angles.sin()  # (length, rotary_dim/2) float32
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        """Rotate ``x`` ``[..., seq, head_dim]`` by integer ``positions`` ``[seq]`` or ``[batch, seq]``."""
-        if x.dim() < 2 or x.shape[-1] != self.head_dim:
+        """Rotate ``x`` ``[..., seq, head_dim]`` by integer ``positions`` ``[seq]`` or ``[batch, seq]``.
+
+        Positions may be offsets (a KV cache: the token at step t alone, ``positions=[t]``, gets
+        exactly row t of the full pass) or per-sequence ids (left padding, see
+        :func:`positions_from_mask`). Negative positions rotate backwards, as in
+        :func:`apply_rope` (cos is even, sin is odd), so both give the same result.
+        """
+        _check_positions(positions, x)
+        if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must be [..., seq, head_dim={self.head_dim}], got shape {tuple(x.shape)}")
-        seq = x.shape[-2]
-        if positions.dim() not in (1, 2) or positions.shape[-1] != seq:
-            raise ValueError(f"positions must be [seq={seq}] or [batch, seq={seq}], got shape {tuple(positions.shape)}")
-        if positions.dtype.is_floating_point or positions.dtype == torch.bool:
-            raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
         positions = positions.to(x.device)
-        if positions.numel() and int(positions.min()) < 0:
-            raise ValueError(f"positions must be >= 0, got min {int(positions.min())}")
-        self._extend_cache(int(positions.max()) + 1 if positions.numel() else 0, x.device)
-        cos, sin = self._cos[positions], self._sin[positions]  # (..., seq, r/2)
-        if positions.dim() == 2:
-            cos = cos.reshape(cos.shape[0], *([1] * (x.dim() - 3)), *cos.shape[1:])
-            sin = sin.reshape(sin.shape[0], *([1] * (x.dim() - 3)), *sin.shape[1:])
+        distance = positions.abs()
+        self._extend_cache(int(distance.max()) + 1 if distance.numel() else 0, x.device)
+        cos = self._cos[distance]  # (..., seq, r/2) float32
+        sin = self._sin[distance]
+        sin = torch.where(positions[..., None] < 0, -sin, sin)  # sin(−a) = −sin a
+        cos, sin = _broadcast_to_heads(cos, positions, x.dim()), _broadcast_to_heads(sin, positions, x.dim())
         rotated = rotate_pairs(x[..., : self.rotary_dim], cos, sin, interleaved=self.interleaved)
         if self.rotary_dim == self.head_dim:
             return rotated
-        return torch.cat([rotated, x[..., self.rotary_dim :]], dim=-1)
+        return torch.cat([rotated, x[..., self.rotary_dim :]], dim=-1)  # pass-through dims unchanged
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, interleaved={self.interleaved}"
+
+
+def interleaved_to_half_permutation(head_dim: int) -> Tensor:
+    """Indices that turn the interleaved layout into the rotate-half layout.
+
+    Interleaved RoPE (GPT-J, Meta's Llama code) rotates pairs (2i, 2i+1); rotate-half (GPT-NeoX,
+    Hugging Face Llama) rotates pairs (i, i + head_dim/2). With ``perm`` from this function,
+    ``rope_half(x[..., perm]) == rope_interleaved(x)[..., perm]``. Applied to the output rows of
+    the q and k projection weights of each head, it converts a checkpoint from one convention to
+    the other with identical attention scores (Hugging Face's Llama conversion script does this).
+
+    Args:
+        head_dim: even, ≥ 2.
+
+    Returns:
+        ``[head_dim]`` int64: ``[0, 2, 4, …, 1, 3, 5, …]``; its inverse is ``perm.argsort()``.
+
+    Raises:
+        ValueError: if ``head_dim`` is odd or < 2.
+
+    Example:
+        >>> interleaved_to_half_permutation(6)
+        tensor([0, 2, 4, 1, 3, 5])
+    """
+    _check_head_dim(head_dim)
+    return torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])

@@ -1,0 +1,35 @@
+"""symbolic.alibi: exact slopes; which bias forms give the same attention (SymPy proofs)."""
+
+import pytest
+import sympy as sp
+import torch
+
+from posenc_lib import alibi_slopes
+from posenc_lib.symbolic.alibi import bias, exact_slopes, plain_slopes, row_shift, same_attention
+
+
+@pytest.mark.parametrize("n", range(1, 33))
+def test_exact_slopes_match_the_library(n: int) -> None:
+    exact = torch.tensor([float(s) for s in exact_slopes(n)], dtype=torch.float64)
+    assert torch.allclose(alibi_slopes(n).double(), exact, rtol=1e-7, atol=0)
+
+
+def test_plain_sequence_agrees_only_for_powers_of_two() -> None:
+    differ = [n for n in range(1, 17) if exact_slopes(n) != plain_slopes(n)]
+    assert differ == [3, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15]
+
+
+def test_equivalences() -> None:
+    assert same_attention("distance", "key", 4, causal=True)
+    assert same_attention("symmetric", "distance", 4, causal=True)
+    assert not same_attention("symmetric", "key", 3, causal=False)
+    i = sp.Symbol("i", integer=True, nonnegative=True)
+    m = sp.Symbol("m", positive=True)
+    assert row_shift("distance", "key", causal=True) == -m * i
+
+
+def test_errors() -> None:
+    with pytest.raises(ValueError, match="num_heads"):
+        exact_slopes(0)
+    with pytest.raises(ValueError, match="form"):
+        bias("cubic", 1, 0, 1)  # type: ignore[arg-type]
