@@ -1,0 +1,93 @@
+"""Exact, symbolic objects for the sinusoidal chapter (Vaswani et al. 2017, §3.5).
+
+Each pair of the table is ``[sin(p ω_i), cos(p ω_i)]`` with ω_i = base^(−2i/d_model). The
+functions here build those pairs, the matrix that shifts a pair by k positions, and the dot
+product of two rows, as SymPy expressions; the chapter and the tests prove the identities with
+:func:`posenc_lib.symbolic.is_zero`. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from posenc_lib.symbolic import rotation_matrix
+
+
+def sinusoidal_frequency(i: int | sp.Expr, d_model: int | sp.Expr, base: int | sp.Expr = 10000) -> sp.Expr:
+    """ω_i = base^(−2i/d_model), the angle per position of pair i (Vaswani et al. 2017, §3.5).
+
+    Args:
+        i: pair index, 0 ≤ i < d_model/2 (an integer or a symbol).
+        d_model: model width (an integer or a symbol).
+        base: the wavelength base; the wavelength of pair i is 2π/ω_i = 2π·base^(2i/d_model).
+
+    Returns:
+        An exact SymPy expression (a rational power when all arguments are integers).
+    """
+    return sp.sympify(base) ** (-2 * sp.sympify(i) / sp.sympify(d_model))
+
+
+def sinusoidal_pair(position: sp.Expr, omega: sp.Expr) -> sp.Matrix:
+    """One pair of the table as a column vector ``[sin(p ω), cos(p ω)]`` (columns 2i, 2i+1).
+
+    Args:
+        position: the position p (a symbol or a number).
+        omega: the pair's frequency ω_i.
+
+    Returns:
+        ``Matrix 2 × 1``.
+    """
+    return sp.Matrix([sp.sin(position * omega), sp.cos(position * omega)])
+
+
+def shift_matrix(offset: sp.Expr, omega: sp.Expr) -> sp.Matrix:
+    """M_k, the 2 × 2 matrix with ``sinusoidal_pair(p + k, ω) = M_k · sinusoidal_pair(p, ω)``.
+
+    By the angle-addition formulas, M_k = [[cos kω, sin kω], [−sin kω, cos kω]]: a rotation by
+    −kω in the (sin, cos) plane. It contains k and ω but not p, which is the sense of
+    Vaswani et al.'s remark (§3.5) that PE(p+k) is a linear function of PE(p).
+
+    Args:
+        offset: the offset k (a symbol or a number).
+        omega: the pair's frequency ω_i.
+
+    Returns:
+        ``Matrix 2 × 2``.
+    """
+    return rotation_matrix(-offset * omega)
+
+
+def row_dot_product(p: sp.Expr, q: sp.Expr, omegas: list[sp.Expr]) -> sp.Expr:
+    """PE(p) · PE(q) = Σ_i [sin(p ω_i) sin(q ω_i) + cos(p ω_i) cos(q ω_i)], unsimplified.
+
+    Args:
+        p, q: two positions (symbols or numbers).
+        omegas: the frequencies ω_0 … ω_{d_model/2 − 1}, one per pair.
+
+    Returns:
+        The sum as written, so that a proof has something to simplify.
+
+    Raises:
+        ValueError: if ``omegas`` is empty.
+    """
+    if not omegas:
+        raise ValueError("omegas must hold at least one frequency, got an empty list")
+    return sp.Add(*[(sinusoidal_pair(p, w).T * sinusoidal_pair(q, w))[0, 0] for w in omegas])
+
+
+def offset_kernel(offset: sp.Expr, omegas: list[sp.Expr]) -> sp.Expr:
+    """Σ_i cos(k ω_i): what :func:`row_dot_product` of PE(p) and PE(p + k) equals.
+
+    Args:
+        offset: the offset k.
+        omegas: the frequencies, one per pair.
+
+    Returns:
+        The closed form, a function of k only.
+
+    Raises:
+        ValueError: if ``omegas`` is empty.
+    """
+    if not omegas:
+        raise ValueError("omegas must hold at least one frequency, got an empty list")
+    return sp.Add(*[sp.cos(offset * w) for w in omegas])
