@@ -32,7 +32,7 @@ from torch import Tensor
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from posenc_lib.attention import causal_mask
-from posenc_lib.encodings.alibi import alibi_slopes
+from posenc_lib.encodings.alibi import alibi_bias, alibi_slopes
 
 IMPLEMENTATIONS: tuple[str, ...] = ("explicit", "sdpa", "flex")
 """The names :func:`alibi_attention` accepts."""
@@ -56,15 +56,6 @@ def _check(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None, causal: bool)
     return slopes.to(device=q.device, dtype=torch.float32)
 
 
-def _bias(slopes: Tensor, t: int, s: int) -> Tensor:
-    """−m_h · |i − j| as ``[H, T, S]`` float32, queries aligned to the end of the keys."""
-    # float32 positions: exact for integers below 2^24, and half the memory of int64
-    query_positions = torch.arange(t, device=slopes.device, dtype=torch.float32) + (s - t)
-    key_positions = torch.arange(s, device=slopes.device, dtype=torch.float32)
-    distance = (query_positions[:, None] - key_positions[None, :]).abs()  # (T, S)
-    return -slopes[:, None, None] * distance[None]  # (H, T, S)
-
-
 def alibi_attention_explicit(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None, *, causal: bool = True) -> Tensor:
     """ALiBi attention written out: softmax(q kᵀ/√D + bias + mask) v (Press et al. 2022, eq. in §3).
 
@@ -83,7 +74,7 @@ def alibi_attention_explicit(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | N
     slopes = _check(q, k, v, slopes, causal)
     t, s = q.shape[2], k.shape[2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, S)
-    scores = scores + _bias(slopes, t, s).to(q.dtype)
+    scores = scores + alibi_bias(q.shape[1], t, s, device=q.device, slopes=slopes).to(q.dtype)
     if causal:
         scores = scores + causal_mask(t, s, device=q.device, dtype=q.dtype)
     return scores.softmax(dim=-1) @ v  # (B, H, T, D)
@@ -98,7 +89,7 @@ def alibi_attention_sdpa(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None 
     """
     slopes = _check(q, k, v, slopes, causal)
     t, s = q.shape[2], k.shape[2]
-    mask = _bias(slopes, t, s)  # (H, T, S)
+    mask = alibi_bias(q.shape[1], t, s, device=q.device, slopes=slopes)  # (H, T, S)
     if causal:
         future = torch.ones(t, s, dtype=torch.bool, device=q.device).triu_(s - t + 1)  # key j after query i
         mask.masked_fill_(future, float("-inf"))

@@ -5,6 +5,8 @@ Shapes: B batch, H heads, T sequence (queries), S keys, D = head_dim, C = d_mode
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -87,7 +89,8 @@ class SelfAttention(nn.Module):
         self.rotary = rotary
         self.causal = causal
 
-    def forward(self, x: Tensor, bias: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+    def project(self, x: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values ``[B, H, T, D]`` for ``x`` ``[B, T, C]``, with RoPE applied to q, k."""
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=-1)  # 3 × (B, T, C)
         # (B, T, C) -> (B, H, T, D)
@@ -95,5 +98,25 @@ class SelfAttention(nn.Module):
         if self.rotary is not None:
             positions = torch.arange(t, device=x.device) if positions is None else positions
             q, k = self.rotary(q, positions), self.rotary(k, positions)
+        return q, k, v
+
+    def probabilities(self, x: Tensor, bias: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        """The attention weights softmax(q kᵀ/√D + bias + mask), float32 ``[B, H, T, T]``.
+
+        SDPA never returns them, so this recomputes the scores explicitly from the same
+        projections as :meth:`forward` — for inspecting a trained layer, not for training.
+        """
+        q, k, _ = self.project(x, positions)
+        t = q.shape[-2]
+        scores = q.float() @ k.float().transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, T)
+        if bias is not None:
+            scores = scores + bias.float()
+        if self.causal:
+            scores = scores + causal_mask(t, t, device=x.device)
+        return scores.softmax(dim=-1)
+
+    def forward(self, x: Tensor, bias: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        b, t, c = x.shape
+        q, k, v = self.project(x, positions)  # 3 × (B, H, T, D)
         y = attend(q, k, v, bias, causal=self.causal)  # (B, H, T, D)
         return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)

@@ -1,20 +1,17 @@
 """Read attention probabilities out of a trained :class:`~posenc_lib.model.TransformerLM`.
 
 The model runs attention through SDPA, which never returns its probabilities. This module
-captures a layer's input with a forward hook and recomputes softmax(q kᵀ/√D + bias + mask)
-from that layer's own weights, leaving the model's forward pass untouched.
+captures a layer's input with a forward hook and asks that layer for its weights
+(:meth:`~posenc_lib.attention.SelfAttention.probabilities`), leaving the forward pass untouched.
 
 Shapes: B batch, H heads, T sequence, D = head_dim.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from posenc_lib.attention import causal_mask
 from posenc_lib.model import TransformerLM
 
 
@@ -47,20 +44,10 @@ def attention_probabilities(model: TransformerLM, tokens: Tensor, layer: int) ->
     finally:
         handle.remove()
     x, *rest = captured["args"]
-    bias = rest[0] if rest else captured["kwargs"].get("bias")
-    b, t, c = x.shape
-    q, k, _ = attn.qkv(x).split(c, dim=-1)  # 2 × (B, T, C)
-    # (B, T, C) -> (B, H, T, D)
-    q, k = (z.view(b, t, attn.num_heads, attn.head_dim).transpose(1, 2) for z in (q, k))
-    if attn.rotary is not None:
-        positions = torch.arange(t, device=x.device)
-        q, k = attn.rotary(q, positions), attn.rotary(k, positions)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim)  # (B, H, T, T)
-    if bias is not None:
-        scores = scores + bias
-    if attn.causal:
-        scores = scores + causal_mask(t, t, device=x.device, dtype=scores.dtype)
-    return scores.float().softmax(dim=-1)
+    kwargs = captured["kwargs"]
+    bias = rest[0] if rest else kwargs.get("bias")
+    positions = rest[1] if len(rest) > 1 else kwargs.get("positions")
+    return attn.probabilities(x, bias, positions)  # (B, H, T, T)
 
 
 def mean_attention_distance(probabilities: Tensor, *, skip_first: int = 0) -> Tensor:

@@ -15,12 +15,12 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 
 import torch
 
+from posenc_lib.files import write_atomic
 from posenc_lib.model import TransformerLM
 from posenc_lib.train import TrainConfig, TrainRecord, train
 
@@ -83,7 +83,5 @@ def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, pro
             "config": json.dumps(config.to_dict()),
             "record": json.dumps(record.to_dict()),
         }
-        with tempfile.NamedTemporaryFile(dir=directory, suffix=".tmp", delete=False) as tmp:
-            torch.save(payload, tmp)
-        os.replace(tmp.name, path)  # atomic: a reader sees the whole file or none
+        write_atomic(path, lambda file: torch.save(payload, file))  # a reader sees the whole file or none
         return model, record

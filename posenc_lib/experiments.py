@@ -31,7 +31,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from posenc_lib.cache import cached_model_path, train_cached
 from posenc_lib.data import load_corpus
 from posenc_lib.device import device_name, pick_device
 from posenc_lib.evaluate import evaluate_perplexity
+from posenc_lib.files import write_atomic
 from posenc_lib.model import SCHEMES
 from posenc_lib.scales import Scale, get_scale
 from posenc_lib.train import TrainConfig, train
@@ -194,7 +194,7 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
     evaluations = []
     start = time.perf_counter()
     plan = spec.eval_plan()
-    for protocol, L, stride in tqdm(plan, desc=f"eval {spec.name}", disable=not progress, leave=False):
+    for protocol, L, stride in tqdm(plan, desc=f"eval {spec.name}", disable=not progress, leave=False, mininterval=1.0):
         if model.max_length is not None and L > model.max_length:
             # A learned table has no row past L_train: there is no perplexity to report.
             evaluations.append({"protocol": protocol, "eval_length": L, "stride": stride, "nll": None, "perplexity": None,
@@ -230,12 +230,8 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
 
 def write_json_atomic(path: Path, obj: dict) -> None:
     """Write ``obj`` as JSON so that ``path`` holds either the old file or the whole new one."""
-    path = Path(path)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as tmp:
-        json.dump(obj, tmp, indent=1, allow_nan=False)
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    os.replace(tmp.name, path)
+    text = json.dumps(obj, indent=1, allow_nan=False)
+    write_atomic(path, lambda file: file.write(text.encode()))
 
 
 def run_sweep(
@@ -279,7 +275,7 @@ def run_sweep(
             results[spec.name] = stored
         else:
             todo.append(spec)
-    bar = tqdm(todo, desc=f"runs ({len(runs) - len(todo)} of {len(runs)} already done)", disable=not progress)
+    bar = tqdm(todo, desc=f"runs ({len(runs) - len(todo)} of {len(runs)} already done)", disable=not progress, mininterval=1.0)
     for spec in bar:
         bar.set_postfix(run=spec.name)
         result = run_one(spec, device, use_cache=use_cache, progress=progress)

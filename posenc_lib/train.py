@@ -124,7 +124,7 @@ def train(config: TrainConfig, device: torch.device | str = "cpu", *, progress: 
         optimizer.step()
         losses.append(loss.item())
         if step % 20 == 0:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)  # shown at the next timed refresh: at most one line a second
     wall = time.perf_counter() - start
     model.eval()
     record = TrainRecord(

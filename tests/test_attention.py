@@ -47,3 +47,18 @@ def test_unmasked_self_attention_is_permutation_equivariant() -> None:
     assert torch.allclose(layer(x)[:, perm], layer(x[:, perm]), atol=1e-6)
     causal = SelfAttention(16, 4)  # the causal mask breaks the symmetry
     assert not torch.allclose(causal(x)[:, perm], causal(x[:, perm]), atol=1e-3)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_probabilities_reproduce_forward(causal: bool) -> None:
+    # The weights SelfAttention.probabilities reports are the ones forward applies (through SDPA).
+    from posenc_lib import RotaryEmbedding
+
+    layer = SelfAttention(16, 4, rotary=RotaryEmbedding(4), causal=causal).eval()
+    x, bias = torch.randn(2, 7, 16), alibi_bias(4, 7, 7)
+    with torch.no_grad():
+        weights = layer.probabilities(x, bias)  # (B, H, T, T)
+        assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 7), atol=1e-6)
+        _, _, v = layer.project(x)
+        y = (weights @ v).transpose(1, 2).reshape(2, 7, 16)
+        assert torch.allclose(layer.out(y), layer(x, bias), atol=1e-5)

@@ -57,6 +57,7 @@ def alibi_bias(
     *,
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
+    slopes: Tensor | None = None,
 ) -> Tensor:
     """The ALiBi bias added to attention scores: bias[h, i, j] = −m_h · |(i + k_len − q_len) − j|.
 
@@ -69,12 +70,15 @@ def alibi_bias(
         q_len: number of queries, 1 ≤ q_len ≤ k_len.
         k_len: number of keys ≥ 1.
         device, dtype: of the returned tensor.
+        slopes: ``[num_heads]`` slopes to use instead of the paper's (e.g. a sign-flipped
+            demonstration); default :func:`alibi_slopes` (num_heads).
 
     Returns:
-        Tensor ``[num_heads, q_len, k_len]``, ≤ 0, zero where a query meets its own position.
+        Tensor ``[num_heads, q_len, k_len]``, zero where a query meets its own position
+        (≤ 0 for non-negative slopes).
 
     Raises:
-        ValueError: for num_heads < 1, q_len < 1, or q_len > k_len.
+        ValueError: for num_heads < 1, q_len < 1, q_len > k_len, or slopes not ``[num_heads]``.
 
     Example:
         >>> alibi_bias(1, 3, 3)[0]
@@ -82,13 +86,20 @@ def alibi_bias(
                 [-0.0039,  0.0000, -0.0039],
                 [-0.0078, -0.0039,  0.0000]])
     """
-    slopes = alibi_slopes(num_heads)
+    if slopes is None:
+        slopes = alibi_slopes(num_heads)
+    elif slopes.shape != (num_heads,):
+        raise ValueError(f"slopes must be [num_heads={num_heads}], got shape {tuple(slopes.shape)}")
     if q_len < 1 or k_len < 1:
         raise ValueError(f"q_len and k_len must be >= 1, got q_len={q_len}, k_len={k_len}")
     if q_len > k_len:
         raise ValueError(f"q_len must be <= k_len (queries are aligned to the end of the keys), got q_len={q_len}, k_len={k_len}")
-    query_positions = torch.arange(q_len, device=device) + (k_len - q_len)  # (q,)
-    key_positions = torch.arange(k_len, device=device)  # (k,)
+    if k_len > 2**24:
+        raise ValueError(f"k_len must be <= 2**24 (positions are float32), got k_len={k_len}")
+    # float32 positions: exact for integers below 2^24, and half the memory of int64 for the
+    # (q, k) distance matrix, the largest tensor here
+    query_positions = torch.arange(q_len, device=device, dtype=torch.float32) + (k_len - q_len)  # (q,)
+    key_positions = torch.arange(k_len, device=device, dtype=torch.float32)  # (k,)
     distance = (query_positions[:, None] - key_positions[None, :]).abs()  # (q, k)
     return (-slopes.to(device)[:, None, None] * distance[None]).to(dtype)  # (h, q, k)
 
