@@ -37,7 +37,12 @@ def code_cells(nb: dict) -> list[dict]:
     return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
+TAGS = ("nbval-ignore-output", "nbval-skip", "raises-exception")
+
+
 def has_marker(cell: dict) -> bool:
+    if any(tag in TAGS for tag in cell.get("metadata", {}).get("tags", [])):
+        return True
     lines = [line.strip() for line in "".join(cell["source"]).splitlines()]
     return any(line in MARKERS for line in lines)
 
