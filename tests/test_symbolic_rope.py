@@ -9,6 +9,7 @@ from posenc_lib.symbolic import is_zero, rotation_matrix
 from posenc_lib.symbolic.rope import (
     block_product_lemma,
     complex_score_2d,
+    depends_only_on_difference,
     elementwise_rope,
     half_permutation_matrix,
     rope_matrix,
@@ -17,6 +18,22 @@ from posenc_lib.symbolic.rope import (
 )
 
 M, N = sp.symbols("m n", integer=True)
+
+
+def test_theta_symbols_count_from_zero() -> None:
+    # book/notation.md: pairs i = 0 … d/2 − 1 (RoFormer counts from 1)
+    assert [str(theta) for theta in theta_symbols(6)] == ["theta_0", "theta_1", "theta_2"]
+
+
+def test_depends_only_on_difference() -> None:
+    t, s = sp.symbols("t s", real=True)
+    theta = sp.Symbol("theta", positive=True)
+    q, k = sp.Matrix(sp.symbols("q1:3", real=True)), sp.Matrix(sp.symbols("k1:3", real=True))
+    assert depends_only_on_difference(complex_score_2d(q, k, t, s, theta), t, s)
+    assert depends_only_on_difference(sp.exp(-(t - s) ** 2), t, s)
+    # an absolute term, or a norm that grows with position, breaks it
+    assert not depends_only_on_difference(sp.cos(t * theta) * sp.cos(s * theta), t, s)
+    assert not depends_only_on_difference(2**t * 2**s * sp.cos((t - s) * theta), t, s)
 
 
 @pytest.mark.parametrize("d", [2, 4, 6])
