@@ -1,10 +1,18 @@
 """attention_maps: the recomputed probabilities reproduce the layer's own output."""
 
+import math
+
 import pytest
 import torch
 
 from posenc_lib import ModelConfig, TransformerLM
-from posenc_lib.attention_maps import attention_probabilities, mean_attention_distance
+from posenc_lib.attention_maps import (
+    attention_by_distance,
+    attention_entropy,
+    attention_mass_beyond,
+    attention_probabilities,
+    mean_attention_distance,
+)
 
 
 @pytest.mark.parametrize("scheme", ["alibi", "rope", "t5", "none"])
@@ -38,6 +46,59 @@ def test_mean_distance() -> None:
     assert torch.allclose(distance, torch.tensor([0.0, 1.0]))
 
 
+def _previous_token_and_uniform(t: int) -> torch.Tensor:
+    """Head 0 attends one token back (itself at t = 0); head 1 spreads evenly over 0 … t."""
+    probs = torch.zeros(1, 2, t, t)
+    probs[0, 0, 0, 0] = 1.0
+    probs[0, 0, 1:, :-1] = torch.eye(t - 1)
+    probs[0, 1] = torch.ones(t, t).tril() / torch.arange(1, t + 1)[:, None]
+    return probs
+
+
+def test_entropy() -> None:
+    t = 8
+    entropy = attention_entropy(_previous_token_and_uniform(t), skip_first=t - 1)
+    # one key: 0 nats; t keys equally: ln t (the golden value of a uniform distribution)
+    assert torch.allclose(entropy, torch.tensor([0.0, math.log(t)]), atol=1e-6)
+    all_queries = attention_entropy(_previous_token_and_uniform(t))
+    expected = sum(math.log(n) for n in range(1, t + 1)) / t
+    assert torch.allclose(all_queries[1], torch.tensor(expected), atol=1e-6)
+
+
+def test_entropy_of_a_trained_shape() -> None:
+    # rows of a real model's probabilities sum to 1, so the entropy lies in [0, ln(t + 1)]
+    model = TransformerLM(ModelConfig(position="rope", d_model=16, num_layers=1, num_heads=2))
+    probs = attention_probabilities(model.eval(), torch.randint(0, 256, (2, 9)), 0)
+    entropy = attention_entropy(probs, skip_first=8)
+    assert entropy.shape == (2,) and bool((entropy >= 0).all() and (entropy <= math.log(9)).all())
+
+
+def test_mass_beyond() -> None:
+    t = 8
+    probs = _previous_token_and_uniform(t)
+    assert torch.allclose(attention_mass_beyond(probs, 0), torch.ones(2))
+    # query 7: head 0 puts everything at distance 1; head 1 puts 6/8 at distances >= 2
+    last = attention_mass_beyond(probs, 2, skip_first=t - 1)
+    assert torch.allclose(last, torch.tensor([0.0, 6 / 8]))
+    assert torch.allclose(attention_mass_beyond(probs, 1, skip_first=1)[0], torch.tensor(1.0))
+
+
+def test_by_distance() -> None:
+    t = 6
+    profile = attention_by_distance(_previous_token_and_uniform(t), skip_first=1)
+    assert profile.shape == (2, t)
+    assert torch.allclose(profile[0], torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0]))
+    # head 1, distance r: mean of 1/(q + 1) over queries q = max(1, r) … t − 1
+    for r in range(t):
+        queries = range(max(1, r), t)
+        expected = sum(1 / (q + 1) for q in queries) / len(queries)
+        assert math.isclose(profile[1, r].item(), expected, rel_tol=1e-6)
+    # the profile agrees with the mean distance it summarises (one query, weights sum to 1)
+    last = attention_by_distance(_previous_token_and_uniform(t), skip_first=t - 1)
+    mean = mean_attention_distance(_previous_token_and_uniform(t), skip_first=t - 1)
+    assert torch.allclose((last * torch.arange(t)).sum(-1), mean)
+
+
 def test_errors() -> None:
     model = TransformerLM(ModelConfig(position="alibi", d_model=16, num_layers=1, num_heads=2))
     with pytest.raises(ValueError, match="layer must lie in 0"):
@@ -46,3 +107,10 @@ def test_errors() -> None:
         mean_attention_distance(torch.zeros(2, 3, 3))
     with pytest.raises(ValueError, match="skip_first"):
         mean_attention_distance(torch.zeros(1, 1, 3, 3), skip_first=3)
+    for summary in (attention_entropy, attention_by_distance):
+        with pytest.raises(ValueError, match="batch, heads, seq, seq"):
+            summary(torch.zeros(1, 2, 3, 4))
+        with pytest.raises(ValueError, match="skip_first"):
+            summary(torch.zeros(1, 1, 3, 3), skip_first=-1)
+    with pytest.raises(ValueError, match="distance must be >= 0"):
+        attention_mass_beyond(torch.zeros(1, 1, 3, 3), -1)
