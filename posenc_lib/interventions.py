@@ -5,6 +5,9 @@ more, nor more than L_train keys per query, nor (for absolute encodings) a posit
 or more. A long evaluation window changes all of these at once. Each context manager here
 changes one thing while the model's weights stay as they are:
 
+* :func:`shifted_positions` numbers the tokens from ``offset`` instead of 0: a window of
+  L_train tokens whose *absolute* positions were never seen, with every distance and key
+  count as in training.
 * :func:`sliding_window` lets every query see only its last ``window`` keys: long inputs,
   but distances and key counts as in training (sliding-window attention, as in Longformer's
   local attention).
@@ -13,8 +16,9 @@ changes one thing while the model's weights stay as they are:
   distance. This is ReRoPE (Su 2023, "Rectified Rotary Position Embeddings"):
   score = (R_t q)ᵀ(R_s k) for t − s < w and (R_w q)ᵀ k beyond.
 
-Both act through hooks on each block's :class:`~posenc_lib.attention.SelfAttention` and are
-removed when the ``with`` block ends, also on an error.
+They act through hooks (on the model, or on each block's
+:class:`~posenc_lib.attention.SelfAttention`), so :func:`~posenc_lib.evaluate.evaluate_perplexity`
+runs unchanged inside the ``with`` block; the hooks are removed when it ends, also on an error.
 
 Shapes: B batch, H heads, T sequence, D = head_dim, C = d_model.
 """
@@ -29,6 +33,7 @@ import torch
 from torch import Tensor
 
 from posenc_lib.attention import SelfAttention, causal_mask
+from posenc_lib.encodings.positions import positions_from_mask
 from posenc_lib.model import TransformerLM
 
 
@@ -49,6 +54,47 @@ def _with_bias(args: tuple, kwargs: dict, bias: Tensor) -> tuple[tuple, dict]:
     if len(args) > 1:
         return (args[0], bias, *args[2:]), kwargs
     return args, {**kwargs, "bias": bias}
+
+
+@contextmanager
+def shifted_positions(model: TransformerLM, offset: int) -> Iterator[TransformerLM]:
+    """Within the ``with`` block, every call ``model(tokens)`` numbers its tokens from ``offset``.
+
+    Positions become offset, offset + 1, …, offset + T − 1 (added to explicit ``positions``
+    when a call passes them). Relative schemes (RoPE, ALiBi, T5) see the same distances, so in
+    exact arithmetic their outputs do not change; absolute ones (sinusoidal, learned) see
+    vectors they were never trained with once offset + T > L_train; NoPE ignores positions.
+
+    Args:
+        model: a :class:`~posenc_lib.model.TransformerLM` of any scheme.
+        offset: the first position, ≥ 0.
+
+    Yields:
+        The same model.
+
+    Raises:
+        ValueError: if ``offset`` < 0 (a learned model raises its own error in ``forward``
+            for a position beyond its table).
+    """
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got offset={offset}")
+
+    def shift(module: TransformerLM, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        # forward(tokens, positions=None, attention_mask=None), called either way
+        tokens = args[0]
+        positions = args[1] if len(args) > 1 else kwargs.get("positions")
+        mask = args[2] if len(args) > 2 else kwargs.get("attention_mask")
+        if positions is None and mask is not None:
+            positions = positions_from_mask(mask)  # (B, T), what forward would use
+        elif positions is None:
+            positions = torch.arange(tokens.shape[1], device=tokens.device)  # (T,)
+        return (tokens,), {"positions": positions + offset, "attention_mask": mask}
+
+    handle = model.register_forward_pre_hook(shift, with_kwargs=True)
+    try:
+        yield model
+    finally:
+        handle.remove()
 
 
 def band_bias(seq: int, window: int, *, device: torch.device | str | None = None) -> Tensor:

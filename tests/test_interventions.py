@@ -9,6 +9,7 @@ from posenc_lib.interventions import (
     band_bias,
     clamped_rope_distances,
     clamped_rope_scores,
+    shifted_positions,
     sliding_window,
 )
 
@@ -16,6 +17,35 @@ from posenc_lib.interventions import (
 def tiny(scheme: str, layers: int = 1) -> TransformerLM:
     config = ModelConfig(position=scheme, d_model=32, num_layers=layers, num_heads=4)
     return TransformerLM(config).eval()
+
+
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "rope", "alibi", "t5"])
+def test_shifted_positions_are_explicit_positions(scheme: str) -> None:
+    model, tokens = tiny(scheme), torch.randint(0, 256, (2, 10))
+    explicit = model(tokens, positions=torch.arange(5, 15))
+    with shifted_positions(model, 5):
+        shifted = model(tokens)
+        assert torch.equal(model(tokens, torch.arange(10)), explicit)  # positional call
+    assert torch.equal(shifted, explicit)
+    assert torch.equal(model(tokens), model(tokens, positions=torch.arange(10)))  # removed
+
+
+def test_shifting_moves_absolute_schemes_only() -> None:
+    tokens = torch.randint(0, 256, (2, 10))
+    for scheme, moves in (("none", False), ("rope", False), ("alibi", False), ("sinusoidal", True)):
+        model = tiny(scheme)
+        with shifted_positions(model, 1000):
+            shifted = model(tokens)
+        assert torch.allclose(shifted, model(tokens), atol=1e-4) != moves, scheme
+
+
+def test_shifted_positions_keep_the_mask() -> None:
+    model = tiny("sinusoidal")
+    tokens, mask = torch.randint(0, 256, (1, 6)), torch.tensor([[0, 0, 1, 1, 1, 1]])
+    with shifted_positions(model, 7):
+        padded = model(tokens, attention_mask=mask)
+    alone = model(tokens[:, 2:], positions=torch.arange(7, 11))
+    assert torch.allclose(padded[:, 2:], alone, atol=1e-5)
 
 
 def test_band_bias() -> None:
@@ -100,6 +130,9 @@ def test_clamped_scores_are_the_scores_at_distance_w() -> None:
 def test_errors() -> None:
     with pytest.raises(ValueError, match="window must be >= 1"):
         band_bias(3, 0)
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        with shifted_positions(tiny("rope"), -1):
+            pass
     with pytest.raises(ValueError, match="window must be >= 1"):
         with sliding_window(tiny("rope"), 0):
             pass
