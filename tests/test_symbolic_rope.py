@@ -15,7 +15,9 @@ from posenc_lib.symbolic.rope import (
     rope_matrix,
     swap_pair,
     theta_symbols,
+    theta_values,
 )
+from posenc_lib.encodings.rope import rope_inverse_frequencies
 
 M, N = sp.symbols("m n", integer=True)
 
@@ -67,7 +69,7 @@ def test_block_lemma() -> None:
 def test_matrix_matches_library(interleaved: bool) -> None:
     # the symbolic matrix, evaluated at the library's frequencies, is what apply_rope computes
     d, position, base = 6, 7, 10000.0
-    thetas = [sp.Float(base) ** (-sp.Rational(2 * i, d)) for i in range(d // 2)]
+    thetas = theta_values(d, base)
     rotation = rope_matrix(position, thetas)
     if not interleaved:
         permutation = half_permutation_matrix(d)
@@ -78,7 +80,15 @@ def test_matrix_matches_library(interleaved: bool) -> None:
     assert torch.allclose(out[0], matrix @ x[0], atol=1e-12)
 
 
+@pytest.mark.parametrize("base", [10000, 500000.0, 2.5])
+def test_theta_values_match_the_library(base: float) -> None:
+    exact = torch.tensor([float(theta) for theta in theta_values(16, base)], dtype=torch.float64)
+    assert torch.allclose(rope_inverse_frequencies(16, base).double(), exact, rtol=1e-7)
+
+
 def test_errors() -> None:
+    with pytest.raises(ValueError, match="base must be > 0"):
+        theta_values(4, 0)
     with pytest.raises(ValueError, match="d must be even"):
         theta_symbols(3)
     with pytest.raises(ValueError, match="length"):

@@ -38,6 +38,27 @@ def theta_symbols(d: int) -> list[sp.Symbol]:
     return list(sp.symbols(f"theta_0:{d // 2}", positive=True))
 
 
+def theta_values(d: int, base: float = 10000) -> list[sp.Expr]:
+    """The frequencies θ_i = base^(−2i/d), i = 0 … d/2 − 1, as exact SymPy numbers.
+
+    The same values as :func:`posenc_lib.encodings.rope.rope_inverse_frequencies`, but exact
+    (not rounded to float32), for building :func:`rope_matrix` at numeric frequencies.
+    Su et al. 2021, eq. 15 (counted from 1 there).
+
+    Raises:
+        ValueError: if ``d`` is odd or < 2, or ``base`` ≤ 0.
+
+    Example:
+        >>> theta_values(4, base=100)
+        [1, 1/10]
+    """
+    _check_dim(d)
+    if base <= 0:
+        raise ValueError(f"base must be > 0, got base={base}")
+    exact_base = sp.nsimplify(base)
+    return [exact_base ** sp.Rational(-2 * i, d) for i in range(d // 2)]
+
+
 def rope_matrix(position: sp.Expr, thetas: list[sp.Expr]) -> sp.Matrix:
     """R_{Θ,p}: the ``d × d`` block-diagonal rotation, block i = R(p·θ_i) (RoFormer eq. 15).
 
