@@ -4,16 +4,21 @@ The model runs attention through SDPA, which never returns its probabilities. Th
 captures a layer's input with a forward hook and asks that layer for its weights
 (:meth:`~posenc_lib.attention.SelfAttention.probabilities`), leaving the forward pass untouched.
 Summaries of the weights per head: :func:`mean_attention_distance`, :func:`attention_entropy`,
-:func:`attention_mass_beyond` and :func:`attention_by_distance`.
+:func:`attention_mass_beyond` and :func:`attention_by_distance`. For RoPE layers,
+:func:`rope_score_by_pair` splits the scores into the contribution of each frequency pair.
 
 Shapes: B batch, H heads, T sequence, D = head_dim.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
+from posenc_lib.attention import SelfAttention
 from posenc_lib.model import TransformerLM
 
 
@@ -185,3 +190,78 @@ def attention_by_distance(probabilities: Tensor, *, skip_first: int = 0) -> Tens
     weights = rows.gather(-1, index) * valid  # p_{t, t−r}, 0 where t < r
     count = valid.sum(0) * rows.shape[0]  # (R,): how many (batch, query) pairs reach r
     return weights.sum(dim=(0, 2)) / count  # (H, R); 0/0 = NaN where none reaches
+
+
+def rope_pair_dims(attn: SelfAttention, pairs: Sequence[int]) -> Tensor:
+    """The head dimensions that make up the given frequency pairs of a RoPE layer.
+
+    Pair i is dimensions (i, i + r/2) in the rotate-half layout and (2i, 2i + 1) in the
+    interleaved one, where r is the layer's ``rotary_dim``.
+
+    Args:
+        attn: a RoPE :class:`~posenc_lib.attention.SelfAttention`.
+        pairs: pair indices, each in 0 … rotary_dim/2 − 1.
+
+    Returns:
+        int64 ``[2 · len(pairs)]``, sorted.
+
+    Raises:
+        ValueError: if the layer has no rotary embedding or a pair index is out of range.
+    """
+    if attn.rotary is None:
+        raise ValueError("frequency pairs need a RoPE attention layer (rotary=None here)")
+    half = attn.rotary.rotary_dim // 2
+    pairs = sorted(set(int(i) for i in pairs))
+    if any(not 0 <= i < half for i in pairs):
+        raise ValueError(f"pairs must lie in 0 … {half - 1}, got {pairs}")
+    index = torch.tensor(pairs, dtype=torch.long)
+    if attn.rotary.interleaved:
+        dims = torch.cat([2 * index, 2 * index + 1])
+    else:
+        dims = torch.cat([index, index + half])
+    return dims.sort().values
+
+
+@torch.no_grad()
+def rope_score_by_pair(
+    attn: SelfAttention,
+    x: Tensor,
+    distances: Sequence[int],
+    positions: Tensor | None = None,
+) -> Tensor:
+    """Mean contribution of each RoPE frequency pair to the attention score, per distance.
+
+    The score of query t and key s is a sum over pairs,
+    (R_t q_t)ᵀ(R_s k_s)/√D = Σ_i (R_t q_t)_(i)ᵀ (R_s k_s)_(i) / √D, where (i) picks the two
+    dimensions of pair i (:func:`rope_pair_dims`). This averages each term over every query
+    t ≥ r of the input, with its key at s = t − r, and over the batch.
+
+    Args:
+        attn: a RoPE :class:`~posenc_lib.attention.SelfAttention`.
+        x: its input ``[B, T, C]`` (e.g. captured with a forward hook).
+        distances: distances r to evaluate, each in 0 … T − 1.
+        positions: integer ``[T]`` or ``[B, T]``; default 0 … T − 1.
+
+    Returns:
+        float32 ``[H, P, R]``: heads, P = rotary_dim/2 pairs (pair 0 the fastest), and the
+        R distances; summed over pairs, entry r is the mean score at distance r (before the
+        softmax, without any bias). Dimensions that are not rotated are left out.
+
+    Raises:
+        ValueError: if the layer has no rotary embedding or a distance is outside 0 … T − 1.
+    """
+    if attn.rotary is None:
+        raise ValueError("score by pair needs a RoPE attention layer (rotary=None here)")
+    t = x.shape[1]
+    if any(not 0 <= r < t for r in distances):
+        raise ValueError(f"distances must lie in 0 … {t - 1}, got {list(distances)}")
+    q, k, _ = attn.project(x, positions)  # (B, H, T, D), rotated
+    pairs = attn.rotary.rotary_dim // 2
+    dims = torch.stack([rope_pair_dims(attn, [i]) for i in range(pairs)])  # (P, 2)
+    dims = dims.to(x.device)
+    q_pairs, k_pairs = q.float()[..., dims], k.float()[..., dims]  # (B, H, T, P, 2)
+    out = []
+    for r in distances:
+        per_query = (q_pairs[:, :, r:] * k_pairs[:, :, : t - r]).sum(-1)  # (B, H, T−r, P)
+        out.append(per_query.mean(dim=(0, 2)))  # (H, P)
+    return torch.stack(out, dim=-1) / math.sqrt(attn.head_dim)  # (H, P, R)

@@ -26,13 +26,14 @@ Shapes: B batch, H heads, T sequence, D = head_dim, C = d_model.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor
 
 from posenc_lib.attention import SelfAttention, causal_mask
+from posenc_lib.attention_maps import rope_pair_dims
 from posenc_lib.encodings.positions import positions_from_mask
 from posenc_lib.model import TransformerLM
 
@@ -161,25 +162,34 @@ def sliding_window(model: TransformerLM, window: int) -> Iterator[TransformerLM]
 
 
 def clamped_rope_scores(
-    attn: SelfAttention, x: Tensor, max_distance: int, positions: Tensor | None = None
+    attn: SelfAttention,
+    x: Tensor,
+    max_distance: int,
+    positions: Tensor | None = None,
+    *,
+    pairs: Sequence[int] | None = None,
 ) -> Tensor:
     """RoPE attention scores with every distance t − s above ``max_distance`` clamped to it.
 
     score_ts = (R_t q_t)ᵀ (R_s k_s) / √D where t − s ≤ max_distance, and (R_w q_t)ᵀ k_s / √D
     with w = max_distance beyond: since (R_t q)ᵀ(R_s k) = qᵀ R_{s−t} k, that is the score the
-    pair would get at distance w (Su 2023, ReRoPE).
+    pair would get at distance w (Su 2023, ReRoPE). With ``pairs``, only those frequency
+    pairs are clamped and the others keep their true distance (the score is a sum over
+    pairs, so the two parts add).
 
     Args:
         attn: a RoPE :class:`~posenc_lib.attention.SelfAttention` (``attn.rotary`` set).
         x: its input ``[B, T, C]``.
         max_distance: w ≥ 0.
         positions: integer ``[T]`` or ``[B, T]``; default 0 … T−1.
+        pairs: frequency pairs to clamp (see :func:`rope_pair_dims`); default all.
 
     Returns:
         float32 ``[B, H, T, T]`` scores, before the causal mask and the softmax.
 
     Raises:
-        ValueError: if the layer has no rotary embedding, or ``max_distance`` < 0.
+        ValueError: if the layer has no rotary embedding, ``max_distance`` < 0, or a pair
+            index is out of range.
     """
     if attn.rotary is None:
         raise ValueError("clamped RoPE distances need a RoPE attention layer (rotary=None here)")
@@ -191,18 +201,29 @@ def clamped_rope_scores(
     q, k = (z.view(b, t, attn.num_heads, attn.head_dim).transpose(1, 2) for z in (q, k))
     positions = torch.arange(t, device=x.device) if positions is None else positions
     q_rot, k_rot = attn.rotary(q, positions), attn.rotary(k, positions)
-    near = q_rot.float() @ k_rot.float().transpose(-2, -1)  # (B, H, T, T): true distances
+    clamped = torch.zeros(attn.head_dim, dtype=torch.bool, device=x.device)  # (D,)
+    if pairs is None:
+        clamped[:] = True
+    else:
+        clamped[rope_pair_dims(attn, pairs).to(x.device)] = True
+    free = ~clamped
+    # the clamped pairs at their true distance and at distance w …
+    near = (q_rot * clamped).float() @ k_rot.float().transpose(-2, -1)  # (B, H, T, T)
     q_far = attn.rotary(q, torch.full((t,), max_distance, device=x.device))
-    far = q_far.float() @ k.float().transpose(-2, -1)  # (B, H, T, T): distance w
+    far = (q_far * clamped).float() @ k.float().transpose(-2, -1)  # (B, H, T, T): at w
     distance = positions[..., :, None] - positions[..., None, :]  # (T, T) or (B, T, T)
     if distance.dim() == 3:
         distance = distance[:, None]  # (B, 1, T, T)
     scores = torch.where(distance <= max_distance, near, far)
+    if bool(free.any()):  # … plus the pairs that keep their true distance
+        scores = scores + (q_rot * free).float() @ k_rot.float().transpose(-2, -1)
     return scores / math.sqrt(attn.head_dim)
 
 
 @contextmanager
-def clamped_rope_distances(model: TransformerLM, max_distance: int) -> Iterator[TransformerLM]:
+def clamped_rope_distances(
+    model: TransformerLM, max_distance: int, *, pairs: Sequence[int] | None = None
+) -> Iterator[TransformerLM]:
     """Within the ``with`` block, RoPE layers score far keys as if they were ``max_distance`` back.
 
     Every key stays visible, so a long window still brings more keys per query than
@@ -215,22 +236,27 @@ def clamped_rope_distances(model: TransformerLM, max_distance: int) -> Iterator[
     Args:
         model: a RoPE :class:`~posenc_lib.model.TransformerLM`.
         max_distance: w ≥ 0.
+        pairs: clamp only these frequency pairs (e.g. the slow ones that never turned a full
+            circle in training); default all.
 
     Yields:
         The same model.
 
     Raises:
-        ValueError: if the model is not a RoPE model, or ``max_distance`` < 0.
+        ValueError: if the model is not a RoPE model, ``max_distance`` < 0, or a pair index
+            is out of range.
     """
     if model.config.position != "rope":
         raise ValueError(f"clamped RoPE distances need a RoPE model, got {model.config.position!r}")
     if max_distance < 0:
         raise ValueError(f"max_distance must be >= 0, got max_distance={max_distance}")
+    if pairs is not None:
+        rope_pair_dims(model.blocks[0].attn, pairs)  # fail now, in words, not in the hook
 
     def recompute(module: SelfAttention, args: tuple, kwargs: dict, output: Tensor) -> Tensor:
         x, bias, positions = _split_call(args, kwargs)
         b, t, c = x.shape
-        scores = clamped_rope_scores(module, x, max_distance, positions)  # (B, H, T, T)
+        scores = clamped_rope_scores(module, x, max_distance, positions, pairs=pairs)
         if bias is not None:
             scores = scores + bias.float()
         scores = scores + causal_mask(t, t, device=x.device)

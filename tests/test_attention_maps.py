@@ -5,13 +5,15 @@ import math
 import pytest
 import torch
 
-from posenc_lib import ModelConfig, TransformerLM
+from posenc_lib import ModelConfig, RotaryEmbedding, SelfAttention, TransformerLM
 from posenc_lib.attention_maps import (
     attention_by_distance,
     attention_entropy,
     attention_mass_beyond,
     attention_probabilities,
     mean_attention_distance,
+    rope_pair_dims,
+    rope_score_by_pair,
 )
 
 
@@ -99,6 +101,40 @@ def test_by_distance() -> None:
     assert torch.allclose((last * torch.arange(t)).sum(-1), mean)
 
 
+def test_pair_dims_in_both_layouts() -> None:
+    half = SelfAttention(16, 2, rotary=RotaryEmbedding(8))
+    interleaved = SelfAttention(16, 2, rotary=RotaryEmbedding(8, interleaved=True))
+    assert rope_pair_dims(half, [1, 3]).tolist() == [1, 3, 5, 7]
+    assert rope_pair_dims(interleaved, [1, 3]).tolist() == [2, 3, 6, 7]
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_score_by_pair_sums_to_the_score(interleaved: bool) -> None:
+    attn = SelfAttention(16, 2, rotary=RotaryEmbedding(8, interleaved=interleaved))
+    x = torch.randn(3, 12, 16)
+    distances = [0, 1, 5, 11]
+    by_pair = rope_score_by_pair(attn, x, distances)
+    assert by_pair.shape == (2, 4, 4)  # heads, pairs, distances
+    q, k, _ = attn.project(x)
+    scores = q @ k.transpose(-2, -1) / 8**0.5  # (B, H, T, T)
+    for j, r in enumerate(distances):
+        at_r = scores.diagonal(offset=-r, dim1=-2, dim2=-1)  # (B, H, T − r): s = t − r
+        assert torch.allclose(by_pair[:, :, j].sum(1), at_r.mean(dim=(0, 2)), atol=1e-5)
+
+
+def test_score_by_pair_follows_the_rotation() -> None:
+    # one pair, q = k = (1, 0) everywhere: the score at distance r is cos(r θ_i) / √D
+    attn = SelfAttention(4, 1, rotary=RotaryEmbedding(4, base=100.0))
+    with torch.no_grad():
+        attn.qkv.weight.zero_()
+        attn.qkv.bias.zero_()
+        attn.qkv.bias[[0, 4]] = 1.0  # q and k dimension 0: pair 0's first dimension
+    by_pair = rope_score_by_pair(attn, torch.zeros(1, 10, 4), [0, 3, 9])
+    expected = torch.cos(torch.tensor([0.0, 3.0, 9.0])) / 2  # θ_0 = 1, √D = 2
+    assert torch.allclose(by_pair[0, 0], expected, atol=1e-6)
+    assert torch.equal(by_pair[0, 1], torch.zeros(3))
+
+
 def test_errors() -> None:
     model = TransformerLM(ModelConfig(position="alibi", d_model=16, num_layers=1, num_heads=2))
     with pytest.raises(ValueError, match="layer must lie in 0"):
@@ -114,3 +150,13 @@ def test_errors() -> None:
             summary(torch.zeros(1, 1, 3, 3), skip_first=-1)
     with pytest.raises(ValueError, match="distance must be >= 0"):
         attention_mass_beyond(torch.zeros(1, 1, 3, 3), -1)
+    plain = SelfAttention(16, 2)
+    with pytest.raises(ValueError, match="rotary=None"):
+        rope_pair_dims(plain, [0])
+    with pytest.raises(ValueError, match="rotary=None"):
+        rope_score_by_pair(plain, torch.randn(1, 4, 16), [0])
+    rotary = SelfAttention(16, 2, rotary=RotaryEmbedding(8))
+    with pytest.raises(ValueError, match="pairs must lie in 0"):
+        rope_pair_dims(rotary, [4])
+    with pytest.raises(ValueError, match="distances must lie in 0"):
+        rope_score_by_pair(rotary, torch.randn(1, 4, 16), [4])

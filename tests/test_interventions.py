@@ -127,6 +127,32 @@ def test_clamped_scores_are_the_scores_at_distance_w() -> None:
     assert torch.allclose(clamped[..., 7, 0], moved[..., 3, 0], atol=1e-5)
 
 
+def test_clamping_some_pairs() -> None:
+    model, w = tiny("rope"), 3  # head_dim 8: pairs 0 … 3
+    attn = model.blocks[0].attn
+    x = torch.randn(1, 10, 32)
+    every = clamped_rope_scores(attn, x, w)
+    assert torch.allclose(clamped_rope_scores(attn, x, w, pairs=range(4)), every, atol=1e-6)
+    none = clamped_rope_scores(attn, x, w, pairs=[])
+    assert torch.allclose(none, clamped_rope_scores(attn, x, 9), atol=1e-6)  # no clamp
+    # the score is a sum over pairs: slow pairs clamped + fast pairs clamped = all clamped
+    # + nothing clamped
+    slow, fast = clamped_rope_scores(attn, x, w, pairs=[2, 3]), clamped_rope_scores(
+        attn, x, w, pairs=[0, 1])
+    assert torch.allclose(slow + fast, every + none, atol=1e-5)
+    assert not torch.allclose(slow, every, atol=1e-4)
+    tokens = torch.randint(0, 256, (1, 10))
+    with clamped_rope_distances(model, w, pairs=[]):
+        assert torch.allclose(model(tokens), tiny_copy_logits(model, tokens), atol=1e-5)
+
+
+def tiny_copy_logits(model: TransformerLM, tokens: torch.Tensor) -> torch.Tensor:
+    # the model's own logits computed outside any hook (hooks are removed on exit)
+    copy = TransformerLM(model.config).eval()
+    copy.load_state_dict(model.state_dict())
+    return copy(tokens)
+
+
 def test_errors() -> None:
     with pytest.raises(ValueError, match="window must be >= 1"):
         band_bias(3, 0)
@@ -145,3 +171,6 @@ def test_errors() -> None:
     attn = tiny("none").blocks[0].attn
     with pytest.raises(ValueError, match="rotary=None"):
         clamped_rope_scores(attn, torch.randn(1, 3, 32), 1)
+    with pytest.raises(ValueError, match="pairs must lie in 0"):
+        with clamped_rope_distances(tiny("rope"), 2, pairs=[4]):
+            pass
