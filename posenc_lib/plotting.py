@@ -1,8 +1,9 @@
 """One figure style for the whole book. Draws results; never trains.
 
-The same scheme has the same colour, marker and display name in every chapter. Figures are
-sized for the book's text column: at the default size and dpi (:func:`use_book_style`) one
-panel is 704 px wide, about the width of the column at a 1280 px window.
+The same scheme has the same colour, marker and display name in every chapter.
+Figures are sized for the book's text column: at the default size and dpi
+(:func:`use_book_style`) one panel is 704 px wide, about the width of the column at a
+1280 px window.
 
 Conventions every figure follows (CONTRIBUTING.md, "Outputs a reader can read"):
 
@@ -37,7 +38,7 @@ FIGURE_WIDTH_IN = 6.4
 
 
 def use_book_style() -> None:
-    """Set the book's matplotlib defaults (size, grid, fonts). Call once per notebook."""
+    """Set the book's matplotlib defaults (size, grid, fonts); once per notebook."""
     plt.rcParams.update(
         {
             "figure.figsize": (FIGURE_WIDTH_IN, 4.0),
@@ -53,27 +54,29 @@ def use_book_style() -> None:
 
 
 def scheme_label(scheme: str) -> str:
-    """Display name of a scheme (``"rope"`` → ``"RoPE"``); unknown names are returned as given."""
+    """Display name of a scheme (``"rope"`` → ``"RoPE"``); unknown names unchanged."""
     return SCHEME_STYLE.get(scheme, {}).get("label", scheme)
 
 
 def _plain_number(value: float, _position: int | None = None) -> str:
-    """``128.0`` → ``"128"``, ``2.5`` → ``"2.5"``: a tick label as the prose writes it."""
+    """``128.0`` → ``"128"``, ``2.5`` → ``"2.5"``: a tick label as prose writes it."""
     return f"{value:g}"
 
 
-def plain_log_ticks(ax: Axes, axis: str = "y", values: Sequence[float] | None = None) -> None:
+def plain_log_ticks(
+    ax: Axes, axis: str = "y", values: Sequence[float] | None = None
+) -> None:
     """Label a log axis with plain numbers (5, 10, 20 or 128, 256, …) instead of powers.
 
-    Matplotlib labels a log axis with 10¹, 2×10¹ or 2⁷, 2⁸; the book's prose writes 20 and 128.
-    Call this after ``ax.set_xscale("log")`` / ``ax.set_yscale("log")`` (setting the scale
-    again resets the ticks).
+    Matplotlib labels a log axis with 10¹, 2×10¹ or 2⁷, 2⁸; the book's prose writes 20
+    and 128. Call this after ``ax.set_xscale("log")`` or ``ax.set_yscale("log")``
+    (setting the scale again resets the ticks).
 
     Args:
         ax: the axes.
         axis: ``"x"`` or ``"y"``.
-        values: where to put the ticks (e.g. the evaluation lengths). By default 1, 2 and 5
-            times each power of ten, which gives readable ticks over any range.
+        values: where to put the ticks (e.g. the evaluation lengths). By default 1, 2
+            and 5 times each power of ten, which gives readable ticks over any range.
 
     Raises:
         ValueError: if ``axis`` is not ``"x"`` or ``"y"``, or a value is not positive.
@@ -83,7 +86,9 @@ def plain_log_ticks(ax: Axes, axis: str = "y", values: Sequence[float] | None = 
     target = ax.xaxis if axis == "x" else ax.yaxis
     if values is not None:
         if any(v <= 0 for v in values):
-            raise ValueError(f"values must be positive on a log axis, got values={list(values)}")
+            raise ValueError(
+                f"values must be positive on a log axis, got values={list(values)}"
+            )
         target.set_major_locator(FixedLocator(sorted(values)))
     else:
         target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -104,33 +109,36 @@ def plot_perplexity_vs_length(
 ) -> Figure:
     """Perplexity against evaluation length, one line per scheme, L_train marked.
 
-    The x axis is logarithmic (base 2) with a tick at every evaluation length, labelled as a
-    plain number of bytes (128, 256, …). The L_train marker is a dashed vertical line whose
-    label sits above the plotting area, where no legend can cover it.
+    The x axis is logarithmic (base 2) with a tick at every evaluation length, labelled
+    as a plain number of bytes (128, 256, …). The L_train marker is a dashed vertical
+    line whose label sits above the plotting area, where no legend can cover it.
 
     Args:
-        results: scheme name (``"rope"``, …) → {evaluation length L in bytes → perplexity}.
+        results: scheme name (``"rope"``, …) → {evaluation length L (bytes) →
+            perplexity}.
         train_length: L_train in bytes, drawn as a dashed vertical line.
-        spread: optional scheme → {L → standard deviation}, drawn as a band of ± one std.
+        spread: optional scheme → {L → standard deviation}, drawn as a ± one std band.
         ax: axes to draw on (a new one-panel figure otherwise).
         ylabel: label of the y axis. Perplexity has no unit, so the default has none.
         yscale: ``"linear"`` or ``"log"``; a log axis is labelled with plain numbers
-            (:func:`plain_log_ticks`). Use this argument, not ``ax.set_yscale`` afterwards
-            (which would bring back labels such as 2×10¹).
+            (:func:`plain_log_ticks`). Use this argument, not ``ax.set_yscale``
+            afterwards (which would bring back labels such as 2×10¹).
         title: a title in words a reader understands (e.g. "Sliding windows"), or None.
-        legend: draw the legend (turn off for all but one panel of a multi-panel figure).
+        legend: draw the legend (off for all but one panel of a multi-panel figure).
 
     Returns:
         The figure (returned, not shown, so that a notebook cell displays it once).
 
     Raises:
-        ValueError: if ``results`` is empty, ``train_length`` is not positive, a length is not
-            positive, or ``yscale`` is not ``"linear"`` or ``"log"``.
+        ValueError: if ``results`` is empty, ``train_length`` is not positive, a length
+            is not positive, or ``yscale`` is not ``"linear"`` or ``"log"``.
     """
     if not results:
-        raise ValueError("results must hold at least one scheme's curve, got an empty mapping")
+        raise ValueError("results must hold at least one scheme's curve, got none")
     if train_length <= 0:
-        raise ValueError(f"train_length must be a positive number of bytes, got {train_length}")
+        raise ValueError(
+            f"train_length must be a positive number of bytes, got {train_length}"
+        )
     if yscale not in ("linear", "log"):
         raise ValueError(f"yscale must be 'linear' or 'log', got yscale={yscale!r}")
     if ax is None:
@@ -141,19 +149,22 @@ def plot_perplexity_vs_length(
     for scheme, curve in results.items():
         lengths: Sequence[int] = sorted(curve)
         if any(L <= 0 for L in lengths):
-            raise ValueError(f"evaluation lengths must be positive, got {lengths} for {scheme!r}")
+            raise ValueError(
+                f"evaluation lengths must be positive, got {lengths} for {scheme!r}"
+            )
         all_lengths.update(lengths)
         values = [curve[L] for L in lengths]
         style = SCHEME_STYLE.get(scheme, {})
-        ax.plot(lengths, values, marker=style.get("marker", "o"), color=style.get("color"),
-                label=scheme_label(scheme))
+        ax.plot(lengths, values, marker=style.get("marker", "o"),
+                color=style.get("color"), label=scheme_label(scheme))
         if spread is not None and scheme in spread:
             sd = [spread[scheme][L] for L in lengths]
-            ax.fill_between(lengths, [v - s for v, s in zip(values, sd)],
-                            [v + s for v, s in zip(values, sd)], color=style.get("color"),
-                            alpha=0.2, linewidth=0)
+            low = [v - s for v, s in zip(values, sd)]
+            high = [v + s for v, s in zip(values, sd)]
+            ax.fill_between(lengths, low, high, color=style.get("color"), alpha=0.2,
+                            linewidth=0)
     ax.axvline(train_length, color="black", linestyle="--", linewidth=1)
-    # x in data coordinates, y in axes coordinates: just above the top of the plotting area.
+    # x in data coordinates, y in axes coordinates: just above the plotting area.
     above = mtransforms.blended_transform_factory(ax.transData, ax.transAxes)
     ax.text(train_length, 1.01, r"$L_\mathrm{train}$", transform=above, ha="center",
             va="bottom")
@@ -180,16 +191,16 @@ def plot_attention_map(
     colorbar_label: str = "attention probability",
     vmax: float | None = None,
 ) -> Figure:
-    """One head's attention probabilities as a heat map, with labelled axes and a colour bar.
+    """One head's attention probabilities as a heat map: labelled axes, a colour bar.
 
     Args:
-        probabilities: ``[queries, keys]`` float tensor (any device) or array, e.g. one head of
-            :func:`posenc_lib.attention_probabilities`; row ``t`` is query position t.
+        probabilities: ``[queries, keys]`` float tensor (any device) or array, e.g. one
+            head of :func:`posenc_lib.attention_probabilities`; row t is query t.
         ax: axes to draw on (a new figure otherwise).
         title: a title in words (e.g. "ALiBi, head 1"), or None.
         colorbar_label: what the colour means.
-        vmax: top of the colour scale (default: the largest value), so that several maps can
-            share one scale.
+        vmax: top of the colour scale (default: the largest value), so that several
+            maps can share one scale.
 
     Returns:
         The figure.

@@ -1,7 +1,9 @@
-"""posenc_lib.plotting: figures a reader can read (CONTRIBUTING.md, "Outputs a reader can read").
+"""posenc_lib.plotting: figures a reader can read (CONTRIBUTING.md, "Outputs a reader
+can read").
 
-Each test checks what a reader sees in the drawn figure: tick labels as text, axis labels, where
-the L_train label sits relative to the legend, the colour bar of a heat map.
+Each test checks what a reader sees in the drawn figure: tick labels as text, axis
+labels, where the L_train label sits relative to the legend, the colour bar of a heat
+map.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ def _close_figures():
 
 def tick_texts(axis) -> list[str]:
     axis.figure.canvas.draw()
-    return [t.get_text() for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
+    return [
+        t.get_text() for t in axis.get_ticklabels() if t.get_visible() and t.get_text()
+    ]
 
 
 def test_x_ticks_are_the_lengths_as_plain_numbers() -> None:
@@ -78,7 +82,9 @@ def overlaps(a, b) -> bool:
 
 @pytest.mark.parametrize("yscale", ["linear", "log"])
 def test_train_length_label_is_not_covered_by_the_legend(yscale: str) -> None:
-    fig = plot_perplexity_vs_length(CURVES, train_length=128, yscale=yscale, title="Sliding windows")
+    fig = plot_perplexity_vs_length(
+        CURVES, train_length=128, yscale=yscale, title="Sliding windows"
+    )
     ax = fig.axes[0]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -86,7 +92,9 @@ def test_train_length_label_is_not_covered_by_the_legend(yscale: str) -> None:
     assert len(marker) == 1
     box = marker[0].get_window_extent(renderer)
     assert not overlaps(box, ax.get_legend().get_window_extent(renderer))
-    assert not overlaps(box, ax.title.get_window_extent(renderer)), "title and L_train label collide"
+    assert not overlaps(
+        box, ax.title.get_window_extent(renderer)
+    ), "title and L_train label collide"
 
 
 def test_display_names_in_the_legend() -> None:
@@ -94,7 +102,13 @@ def test_display_names_in_the_legend() -> None:
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["ALiBi", "RoPE", "Sinusoidal", "Learned"]
     assert [scheme_label(s) for s in SCHEME_STYLE] == [
-        "NoPE", "Sinusoidal", "Learned", "RoPE", "ALiBi", "T5 bias"]
+        "NoPE",
+        "Sinusoidal",
+        "Learned",
+        "RoPE",
+        "ALiBi",
+        "T5 bias",
+    ]
 
 
 def test_one_panel_fits_the_column() -> None:
@@ -105,7 +119,8 @@ def test_one_panel_fits_the_column() -> None:
 
 def test_spread_band_and_bad_arguments() -> None:
     fig = plot_perplexity_vs_length(
-        CURVES, train_length=128, spread={"rope": {L: 0.1 for L in LENGTHS}})
+        CURVES, train_length=128, spread={"rope": {L: 0.1 for L in LENGTHS}}
+    )
     assert len(fig.axes[0].collections) == 1
     with pytest.raises(ValueError, match="train_length"):
         plot_perplexity_vs_length(CURVES, train_length=0)
@@ -119,7 +134,10 @@ def test_attention_map_has_labelled_axes_and_a_colour_bar() -> None:
     probabilities = torch.softmax(torch.randn(8, 8), dim=-1)
     fig = plot_attention_map(probabilities, title="RoPE, head 1")
     heat, bar = fig.axes
-    assert heat.get_xlabel() == "key position s" and heat.get_ylabel() == "query position t"
+    assert (
+        heat.get_xlabel() == "key position s"
+        and heat.get_ylabel() == "query position t"
+    )
     assert bar.get_ylabel() == "attention probability"
     with pytest.raises(ValueError, match="2-D"):
         plot_attention_map(torch.zeros(2, 3, 4))

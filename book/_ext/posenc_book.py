@@ -1,20 +1,23 @@
-"""Sphinx extension of the book: what the pages need beyond Jupyter Book.
+"""Sphinx extension of the book: what its pages need beyond Jupyter Book.
 
 Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It adds
 
-* a bibliography label style, so that the reference lists read "[Su et al., 2021]" as the
-  text's citations do (sphinxcontrib-bibtex's ``author_year`` style formats the citations;
-  the list labels come from a pybtex label style, by default "[SLP+21]");
-* ``{chapter-map}``: the landing page's numbered table of chapters, with what each one proves
-  or measures (the directive's content) and how long it ran (the notebook's stored
-  provenance);
-* ``{execution-status}``: a table of every chapter's last stored execution (date, run time,
+* a bibliography label style, so that the reference lists read "[Su et al., 2021]" as
+  the citations in the text do (sphinxcontrib-bibtex's ``author_year`` style formats the
+  citations; the list labels come from a pybtex label style, by default "[SLP+21]");
+* ``{chapter-map}``: the landing page's numbered table of chapters, with what each one
+  proves or measures (the directive's content) and how long it ran (the notebook's
+  stored provenance);
+* ``{execution-status}``: every chapter's last stored execution (date, run time,
   machine, torch, scale, commit), read from ``metadata.posenc_execution``, which
   ``tools/execute_notebook.py`` writes;
 * ``{headline-figure}``: the headline result, drawn at build time from stored results
-  (``results/NAME``) by ``posenc_lib.plotting``, with a caption that says where they came from.
+  (``results/NAME``, read by ``posenc_lib.stored``) with ``posenc_lib.plotting``, with a
+  caption that says where they came from;
+* the substitutions ``{{ book_version }}`` and ``{{ repository_url }}`` (from
+  ``_config.yml``), and one copy of each script per page.
 
-Nothing here executes a notebook: the build reads stored outputs and stored metadata only.
+Nothing here executes a notebook: the build reads stored outputs and metadata only.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-# --- Bibliography labels: "Su et al., 2021" -------------------------------------------------
+# --- Bibliography labels: "Su et al., 2021" -------------------------------------------
 
 
 def _plain(latex: str) -> str:
@@ -46,12 +49,12 @@ def _plain(latex: str) -> str:
 def author_year_label(entry) -> str:
     """"Vaswani et al., 2017", "Press and Smith, 2022", "Radford, 2019" for one entry.
 
-    The names are the authors' last names (editors' when there are no authors), as
-    sphinxcontrib-bibtex's author_year citations print them.
+    The names are the authors' last names (the editors' when there are no authors),
+    counted as the author–year citations in the text count them: BibTeX's "and others"
+    is a second name there ("Dubey and others"), so it is here too.
     """
     persons = entry.persons.get("author") or entry.persons.get("editor") or []
     names = [_plain(" ".join(p.prelast_names + p.last_names)) for p in persons]
-    # As the citations in the text count them: BibTeX's "and others" is a second person there.
     if not names:
         who = _plain(entry.fields.get("title", entry.key)).split(":")[0]
     elif len(names) == 1:
@@ -64,7 +67,7 @@ def author_year_label(entry) -> str:
 
 
 class AuthorYearLabelStyle(BaseLabelStyle):
-    """Labels "Author et al., Year"; a, b, … appended where two entries would share one."""
+    """Labels "Author et al., Year"; a, b, … appended where two would be the same."""
 
     def format_labels(self, sorted_entries):
         labels = [author_year_label(entry) for entry in sorted_entries]
@@ -79,7 +82,8 @@ class AuthorYearLabelStyle(BaseLabelStyle):
 
 
 class AuthorYearStyle(PlainStyle):
-    """pybtex's "plain" formatting (sorted by author, year, title) with author–year labels."""
+    """pybtex's "plain" formatting (sorted by author, year, title), author–year labels.
+    """
 
     default_label_style = "posenc_author_year"
 
@@ -88,9 +92,15 @@ register_plugin("pybtex.style.labels", "posenc_author_year", AuthorYearLabelStyl
 register_plugin("pybtex.style.formatting", "posenc_author_year", AuthorYearStyle)
 
 
-# --- Reading the book's own files ------------------------------------------------------------
+# --- Reading the book's own files -----------------------------------------------------
 
 CHAPTER_NAME = re.compile(r"notebooks/(\d\d)_[a-z0-9_]+")
+
+CORPUS_NAMES = {
+    "austen": "Jane Austen's novels",
+    "sotu": "the State of the Union addresses",
+}
+"""The corpora of :mod:`posenc_lib.data`, in words."""
 
 
 def toc_files(srcdir: Path) -> list[str]:
@@ -99,9 +109,7 @@ def toc_files(srcdir: Path) -> list[str]:
     def walk(node) -> list[str]:
         found = []
         if isinstance(node, dict):
-            for key in ("root", "file"):
-                if key in node:
-                    found.append(node[key])
+            found += [node[key] for key in ("root", "file") if key in node]
             for key in ("parts", "chapters", "sections"):
                 found += walk(node.get(key, []))
         elif isinstance(node, list):
@@ -132,12 +140,13 @@ def machine(record: dict) -> str:
     """"cpu, 2 cores (Linux x86_64)" from a provenance record."""
     platform = record.get("platform", "")
     system = platform.split("-")[0] if platform else "?"
-    arch = next((a for a in ("x86_64", "aarch64", "arm64", "AMD64") if a in platform), "")
-    cores = record.get("cpu_count")
-    return f"{record.get('device', '?')}, {cores} cores ({system} {arch})".replace(" )", ")")
+    arches = ("x86_64", "aarch64", "arm64", "AMD64")
+    arch = next((a for a in arches if a in platform), "")
+    where = f"{system} {arch}".strip()
+    return f"{record.get('device', '?')}, {record.get('cpu_count')} cores ({where})"
 
 
-# --- Building tables ------------------------------------------------------------------------
+# --- Building tables ------------------------------------------------------------------
 
 
 def table(header: list[str], rows: list[list[nodes.Node | str]], widths: list[int],
@@ -149,7 +158,7 @@ def table(header: list[str], rows: list[list[nodes.Node | str]], widths: list[in
     for width in widths:
         group += nodes.colspec(colwidth=width)
 
-    def row_of(cells, head: bool = False) -> nodes.row:
+    def row_of(cells) -> nodes.row:
         row = nodes.row()
         for cell in cells:
             entry = nodes.entry()
@@ -160,7 +169,7 @@ def table(header: list[str], rows: list[list[nodes.Node | str]], widths: list[in
         return row
 
     thead = nodes.thead()
-    thead += row_of(header, head=True)
+    thead += row_of(header)
     group += thead
     tbody = nodes.tbody()
     for cells in rows:
@@ -170,15 +179,16 @@ def table(header: list[str], rows: list[list[nodes.Node | str]], widths: list[in
 
 
 def doc_link(docname: str, refdoc: str) -> addnodes.pending_xref:
-    """A link to a page whose text is the page's title (resolved when the page is written)."""
-    ref = addnodes.pending_xref("", refdomain="std", reftype="doc", reftarget=f"/{docname}",
-                                refexplicit=False, refwarn=True, refdoc=refdoc)
+    """A link to a page, its text the page's title (resolved when pages are written)."""
+    ref = addnodes.pending_xref("", refdomain="std", reftype="doc",
+                                reftarget=f"/{docname}", refexplicit=False,
+                                refwarn=True, refdoc=refdoc)
     ref += nodes.inline(text=docname)
     return ref
 
 
 class ChapterMap(SphinxDirective):
-    """``{chapter-map}``: content lines ``notebooks/NN_topic | what the chapter proves``."""
+    """``{chapter-map}``: content lines ``notebooks/NN_topic | what it proves``."""
 
     has_content = True
 
@@ -186,38 +196,42 @@ class ChapterMap(SphinxDirective):
         srcdir = Path(self.env.srcdir)
         listed = set(toc_files(srcdir))
         rows, any_gpu = [], False
-        for number, line in enumerate(self.content, start=1):
+        for line in self.content:
             if not line.strip():
                 continue
             docname, _, what = (part.strip() for part in line.partition("|"))
             match = CHAPTER_NAME.fullmatch(docname)
             if not match or not what:
-                raise self.error(f"chapter-map: expected 'notebooks/NN_topic | text', got {line!r}")
+                raise self.error(
+                    f"chapter-map: expected 'notebooks/NN_topic | text', got {line!r}")
             chapter = nodes.inline()
             chapter += nodes.Text(f"{int(match.group(1))}. ")
             record = None
-            if docname in listed and (srcdir / f"{docname}.ipynb").exists():
-                self.env.note_dependency(str(srcdir / f"{docname}.ipynb"))
+            path = srcdir / f"{docname}.ipynb"
+            if docname in listed and path.exists():
+                self.env.note_dependency(str(path))
                 chapter += doc_link(docname, self.env.docname)
                 record = provenance(srcdir, docname)
             else:
-                chapter += nodes.emphasis(text=f"{docname.split('/')[-1]} (in preparation)")
+                name = docname.split("/")[-1]
+                chapter += nodes.emphasis(text=f"{name} (in preparation)")
             if record:
-                runtime = f"{duration(record['wall_s'])} ({record.get('device', '?')}, " \
-                          f"{record.get('cpu_count')} cores)"
-                any_gpu |= record.get("device", "cpu") not in ("cpu", "mps")
+                device = record.get("device", "?")
+                cores = record.get("cpu_count")
+                runtime = f"{duration(record['wall_s'])} ({device}, {cores} cores)"
+                any_gpu |= device not in ("cpu", "mps")
             else:
                 runtime = "not recorded"
             rows.append([chapter, what, runtime])
-        result: list[nodes.Node] = [table(["Chapter", "What it proves or measures",
-                                           "Run time of its last execution"],
-                                          rows, [30, 50, 20], ["chapter-map"])]
-        note = ("Run times are the wall-clock times of each chapter's last stored execution, at "
-                "the small ci scale, as recorded in the notebook (see the execution status page). ")
+        header = ["Chapter", "What it proves or measures",
+                  "Run time of its last execution"]
+        note = ("Run times are the wall-clock times of each chapter's last stored "
+                "execution, at the small ci scale, as recorded in the notebook (see "
+                "the execution status page). ")
         note += ("Some were measured on a GPU." if any_gpu else
                  "None was measured on a GPU: no GPU run is recorded for this edition.")
-        result.append(nodes.paragraph(text=note))
-        return result
+        return [table(header, rows, [30, 50, 20], ["chapter-map"]),
+                nodes.paragraph(text=note)]
 
 
 class ExecutionStatus(SphinxDirective):
@@ -244,22 +258,23 @@ class ExecutionStatus(SphinxDirective):
                 str(record.get("scale", "?")),
                 str(record.get("commit") or "?"),
             ])
-        return [table(["Chapter", "Executed (UTC)", "Run time", "Where", "Scale", "Commit"],
-                      rows, [32, 14, 9, 27, 6, 8], ["execution-status"])]
+        header = ["Chapter", "Executed (UTC)", "Run time", "Where", "Scale", "Commit"]
+        return [table(header, rows, [32, 14, 9, 27, 6, 8], ["execution-status"])]
 
 
 class HeadlineFigure(SphinxDirective):
-    """``{headline-figure}``: stored sweep results drawn as perplexity against length.
+    """``{headline-figure}``: stored sweep results, perplexity against length.
 
-    Options: ``:results:`` the stored results' name (``results/NAME``), ``:protocol:``
-    (``sliding`` or ``nonoverlapping``), ``:alt:`` the alt text. The content is the caption's
-    first sentences; the directive appends what the runs were and where they ran.
+    Options: ``:results:`` the name of the stored results (``results/NAME``),
+    ``:protocol:`` (``sliding`` or ``nonoverlapping``), ``:alt:`` the alt text. The
+    content is the caption's first sentences; the directive adds what the runs were and
+    where they ran.
     """
 
     has_content = True
     option_spec = {
         "results": directives.unchanged_required,
-        "protocol": lambda value: directives.choice(value, ("sliding", "nonoverlapping")),
+        "protocol": lambda v: directives.choice(v, ("sliding", "nonoverlapping")),
         "alt": directives.unchanged_required,
     }
 
@@ -271,69 +286,60 @@ class HeadlineFigure(SphinxDirective):
 
         from posenc_lib.experiments import provenance_label, summarize
         from posenc_lib.plotting import plot_perplexity_vs_length, use_book_style
+        from posenc_lib.stored import load_stored_results, stored_results_dir
 
-        name, protocol = self.options["results"], self.options.get("protocol", "sliding")
         if "alt" not in self.options:
-            raise self.error("headline-figure needs :alt: (what the figure shows, in words)")
-        results = load_stored(Path(self.env.srcdir), name)
-        for path in sorted((Path(self.env.srcdir) / "results" / name).glob("*.json")):
+            raise self.error("headline-figure needs :alt: (what the figure shows)")
+        name = self.options["results"]
+        protocol = self.options.get("protocol", "sliding")
+        results = load_stored_results(name)
+        for path in sorted(stored_results_dir(name).glob("*.json")):
             self.env.note_dependency(str(path))
         by_scheme = summarize(results)[protocol]
         first = results[0]
         train_length = first["run"]["train_length"]
-        lengths = sorted({L for curve in by_scheme.values() for L in curve})
+        longest = max(L for curve in by_scheme.values() for L in curve)
+        title = f"Trained on {train_length}-byte windows, tested up to {longest} bytes"
         use_book_style()
         fig = plot_perplexity_vs_length(
             {s: {L: v[0] for L, v in c.items()} for s, c in by_scheme.items()},
             spread={s: {L: v[1] for L, v in c.items()} for s, c in by_scheme.items()},
             train_length=train_length, yscale="log",
-            title=f"Trained on {train_length}-byte windows, tested on up to {max(lengths)} bytes")
-        out = Path(self.env.srcdir) / "book" / "_generated" / f"headline-{name}-{protocol}.png"
+            title=title)
+        out = Path(self.env.srcdir) / "book" / "_generated" / f"{name}-{protocol}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, dpi=110)
         plt.close(fig)
 
         figure = nodes.figure(classes=["headline-figure"])
-        figure += nodes.image(uri="/" + out.relative_to(self.env.srcdir).as_posix(),
-                              alt=self.options["alt"])
+        uri = "/" + out.relative_to(self.env.srcdir).as_posix()
+        figure += nodes.image(uri=uri, alt=self.options["alt"])
         caption = nodes.caption()
-        parsed = self.parse_content_to_nodes() if self.content else []
-        for node in parsed:  # the caption's own sentences, as inline text
+        for node in self.parse_content_to_nodes() if self.content else []:
             caption += node.children if isinstance(node, nodes.paragraph) else node
         model = first["train_config"]["model"]
         corpus = first["train_config"]["corpus"]
-        seeds = sorted({r["run"]["seed"] for r in results})
+        seeds = ", ".join(str(s) for s in sorted({r["run"]["seed"] for r in results}))
         window = ("sliding windows (stride L/2)" if protocol == "sliding"
                   else "non-overlapping windows")
         caption += nodes.Text(
-            f" Mean ± standard deviation over seeds {', '.join(map(str, seeds))}; "
-            f"{window}; models of {first['train']['num_parameters']:,} parameters "
-            f"({model['num_layers']} layers, d_model = {model['d_model']}) trained on "
+            f" Mean ± standard deviation over seeds {seeds}; {window}; models of "
+            f"{first['train']['num_parameters']:,} parameters ({model['num_layers']} "
+            f"layers, d_model = {model['d_model']}) trained on "
             f"{CORPUS_NAMES.get(corpus, corpus)}. Stored results, not computed by this "
             f"page: {provenance_label(results)}.")
         figure += caption
         return [figure]
 
 
-CORPUS_NAMES = {
-    "austen": "Jane Austen's novels",
-    "sotu": "the State of the Union addresses",
-}
-"""Corpus names of :mod:`posenc_lib.data` in words."""
-
-
-def load_stored(srcdir: Path, name: str) -> list[dict]:
-    """The stored results ``results/NAME`` of the checkout being built."""
-    from posenc_lib.experiments import load_results
-
-    return load_results(srcdir / "results" / name)
+# --- Configuration and page assets ----------------------------------------------------
 
 
 def add_version_substitutions(app: Sphinx, config) -> None:
-    """Make ``{{ book_version }}`` and ``{{ repository_url }}`` usable in Markdown pages.
+    """Make ``{{ book_version }}`` and ``{{ repository_url }}`` usable in Markdown.
 
-    Both come from ``_config.yml`` (``repository.branch`` and ``repository.url``, which Jupyter
-    Book passes to the theme), so no page repeats the version by hand.
+    Both come from ``_config.yml`` (``repository.branch`` and ``repository.url``, which
+    Jupyter Book passes to the theme), so no page repeats the version by hand.
     """
     theme = config.html_theme_options or {}
     substitutions = dict(config.myst_substitutions or {})
@@ -346,26 +352,25 @@ def drop_duplicate_scripts(app: Sphinx, pagename: str, templatename: str, contex
                            doctree) -> None:
     """Keep one copy of each script of a page.
 
-    sphinx-thebe and sphinx-togglebutton register their inline scripts again when the
-    environment is re-read, so a page declared ``const THEBE_JS_URL`` twice: a JavaScript
-    error in every reader's console. The copies differ only in ``filename`` (None or "").
+    sphinx-thebe and sphinx-togglebutton register their inline scripts twice (the copies
+    differ only in ``filename``: None or ""), so every page declared ``const
+    THEBE_JS_URL`` twice: a JavaScript error in every reader's console.
     """
     seen, unique = set(), []
     for script in context.get("script_files", []):
         attributes = getattr(script, "attributes", {}) or {}
-        filename = getattr(script, "filename", script) or ""  # None and "" both mean inline
+        filename = getattr(script, "filename", script) or ""  # None, "": inline
         key = (str(filename), tuple(sorted((k, str(v)) for k, v in attributes.items())))
         if key not in seen:
             seen.add(key)
             unique.append(script)
-    context["script_files"][:] = unique  # in place: later handlers (MathJax) add to it
+    context["script_files"][:] = unique  # in place: MathJax's handler adds to this list
 
 
 def setup(app: Sphinx) -> dict:
-    app.connect("config-inited", add_version_substitutions)
-    # Early (priority 100): a later handler of this event may stop the chain by returning.
-    app.connect("html-page-context", drop_duplicate_scripts, priority=100)
     app.add_directive("chapter-map", ChapterMap)
     app.add_directive("execution-status", ExecutionStatus)
     app.add_directive("headline-figure", HeadlineFigure)
+    app.connect("config-inited", add_version_substitutions)
+    app.connect("html-page-context", drop_duplicate_scripts)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
