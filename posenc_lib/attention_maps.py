@@ -234,7 +234,8 @@ def rope_score_by_pair(
     The score of query t and key s is a sum over pairs,
     (R_t q_t)ᵀ(R_s k_s)/√D = Σ_i (R_t q_t)_(i)ᵀ (R_s k_s)_(i) / √D, where (i) picks the two
     dimensions of pair i (:func:`rope_pair_dims`). This averages each term over every query
-    t ≥ r of the input, with its key at s = t − r, and over the batch.
+    t ≥ r of the input, with its key at s = t − r, and over the batch. All distances come
+    from one cross-correlation per pair (computed with the FFT, in float64).
 
     Args:
         attn: a RoPE :class:`~posenc_lib.attention.SelfAttention`.
@@ -252,16 +253,22 @@ def rope_score_by_pair(
     """
     if attn.rotary is None:
         raise ValueError("score by pair needs a RoPE attention layer (rotary=None here)")
-    t = x.shape[1]
+    t, distances = x.shape[1], list(distances)
     if any(not 0 <= r < t for r in distances):
         raise ValueError(f"distances must lie in 0 … {t - 1}, got {list(distances)}")
     q, k, _ = attn.project(x, positions)  # (B, H, T, D), rotated
     pairs = attn.rotary.rotary_dim // 2
     dims = torch.stack([rope_pair_dims(attn, [i]) for i in range(pairs)])  # (P, 2)
     dims = dims.to(x.device)
-    q_pairs, k_pairs = q.float()[..., dims], k.float()[..., dims]  # (B, H, T, P, 2)
-    out = []
-    for r in distances:
-        per_query = (q_pairs[:, :, r:] * k_pairs[:, :, : t - r]).sum(-1)  # (B, H, T−r, P)
-        out.append(per_query.mean(dim=(0, 2)))  # (H, P)
-    return torch.stack(out, dim=-1) / math.sqrt(attn.head_dim)  # (H, P, R)
+    # (B, H, T, P, 2) -> (B, H, P, 2, T): each pair's two dimensions as sequences over t
+    q_pairs = q.double()[..., dims].permute(0, 1, 3, 4, 2)
+    k_pairs = k.double()[..., dims].permute(0, 1, 3, 4, 2)
+    # Σ_t q(t) k(t − r) for every lag r at once: a cross-correlation, through the FFT
+    # (zero-padded to 2T, so that no lag wraps around)
+    n = 2 * t
+    spectrum = torch.fft.rfft(q_pairs, n=n) * torch.fft.rfft(k_pairs, n=n).conj()
+    lagged = torch.fft.irfft(spectrum, n=n)[..., :t].sum(dim=3)  # (B, H, P, T): lags 0 … T−1
+    lags = torch.as_tensor(distances, device=x.device, dtype=torch.long)
+    counts = (t - lags).double()  # queries t ≥ r that have a key at distance r
+    mean = lagged[..., lags].sum(dim=0) / (q.shape[0] * counts)  # (H, P, R)
+    return (mean / math.sqrt(attn.head_dim)).float()

@@ -144,6 +144,8 @@ def sliding_window(model: TransformerLM, window: int) -> Iterator[TransformerLM]
     def add_band(module: SelfAttention, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         x, bias, _ = _split_call(args, kwargs)
         band = band_bias(x.shape[1], window, device=x.device)  # (T, T)
+        if kwargs.get("mask") is not None:  # a finished score mask (bias + causal part)
+            return args, {**kwargs, "mask": kwargs["mask"] + band.to(kwargs["mask"].dtype)}
         if bias is None:
             bias = band.expand(module.num_heads, -1, -1)  # (H, T, T)
         else:
@@ -257,9 +259,12 @@ def clamped_rope_distances(
         x, bias, positions = _split_call(args, kwargs)
         b, t, c = x.shape
         scores = clamped_rope_scores(module, x, max_distance, positions, pairs=pairs)
-        if bias is not None:
-            scores = scores + bias.float()
-        scores = scores + causal_mask(t, t, device=x.device)
+        if kwargs.get("mask") is not None:  # a finished score mask: bias and causal part
+            scores = scores + kwargs["mask"].float()
+        else:
+            if bias is not None:
+                scores = scores + bias.float()
+            scores = scores + causal_mask(t, t, device=x.device)
         v = module.qkv(x).split(c, dim=-1)[2]  # (B, T, C)
         v = v.view(b, t, module.num_heads, module.head_dim).transpose(1, 2)  # (B, H, T, D)
         y = scores.softmax(dim=-1).to(v.dtype) @ v  # (B, H, T, D)

@@ -153,6 +153,21 @@ def tiny_copy_logits(model: TransformerLM, tokens: torch.Tensor) -> torch.Tensor
     return copy(tokens)
 
 
+@pytest.mark.parametrize("scheme", ["rope", "alibi"])
+def test_interventions_keep_the_padding_mask(scheme: str) -> None:
+    # a left-padded row gives the logits of the unpadded sequence, also inside the hooks
+    model = tiny(scheme, layers=2)
+    tokens, mask = torch.randint(0, 256, (2, 9)), torch.tensor([[0, 0] + [1] * 7, [1] * 9])
+    hooks = [lambda: sliding_window(model, 4)]
+    if scheme == "rope":
+        hooks.append(lambda: clamped_rope_distances(model, 3))
+    for hook in hooks:
+        with hook():
+            padded = model(tokens, attention_mask=mask)[:1, 2:]
+            alone = model(tokens[:1, 2:])
+        assert torch.allclose(padded, alone, atol=1e-5)
+
+
 def test_errors() -> None:
     with pytest.raises(ValueError, match="window must be >= 1"):
         band_bias(3, 0)
