@@ -27,7 +27,7 @@ def test_causal_buckets() -> None:
     buckets = t5_relative_position_bucket(-distance)  # keys behind the query
     assert torch.equal(buckets[:16], torch.arange(16))  # exact for small distances
     # log-spaced from 16 on; the last bucket starts where the logarithm reaches it
-    # (16 · 8^(15/16) ≈ 112.3, so at 113) and takes every farther distance
+    # (16 · 8^(15/16) ≈ 112.4, so at 113) and takes every farther distance
     assert buckets[112] == 30 and torch.all(buckets[113:] == 31)
     assert torch.all(buckets[1:] >= buckets[:-1])  # monotone
     future = t5_relative_position_bucket(torch.arange(1, 10))
