@@ -87,6 +87,24 @@ def test_module_shape_and_zero_init() -> None:
     assert bias.bias.weight.shape == (32, 4)
 
 
+def test_for_positions_matches_the_default_grid() -> None:
+    bias = T5RelativePositionBias(3)
+    torch.nn.init.normal_(bias.bias.weight)
+    p = torch.arange(7)[None]
+    assert torch.equal(bias.for_positions(p, p)[0], bias(7, 7))
+    shifted = bias.for_positions(p + 100, p + 100)[0]
+    assert torch.equal(shifted, bias(7, 7))  # only offsets matter
+
+
+def test_for_positions_errors() -> None:
+    bias = T5RelativePositionBias(2)
+    p = torch.arange(4)[None]
+    with pytest.raises(ValueError, match="query_positions"):
+        bias.for_positions(p.float(), p)
+    with pytest.raises(ValueError, match="batch sizes"):
+        bias.for_positions(p, p.expand(2, 4))
+
+
 def test_bias_is_a_lookup_of_the_table() -> None:
     bias = T5RelativePositionBias(2, num_buckets=8, max_distance=20)
     with torch.no_grad():

@@ -189,3 +189,42 @@ class T5RelativePositionBias(nn.Module):
             max_distance=self.max_distance,
         )  # (T, S)
         return self.bias(buckets).permute(2, 0, 1)  # (T, S, H) -> (H, T, S)
+
+    def for_positions(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """The bias for explicit positions, e.g. the per-sequence positions of a
+        left-padded batch (from :func:`~posenc_lib.encodings.positions_from_mask`).
+
+        Args:
+            query_positions: integer ``[batch, q_len]``.
+            key_positions: integer ``[batch, k_len]``.
+
+        Returns:
+            ``[batch, H, q_len, k_len]``: the bias of offset key − query, in the table's
+            dtype, on its device.
+
+        Raises:
+            ValueError: for positions that are not integer ``[batch, len]`` tensors with
+                the same batch size.
+        """
+        named = (("query_positions", query_positions), ("key_positions", key_positions))
+        for name, p in named:
+            if p.dim() != 2 or p.dtype.is_floating_point or p.dtype == torch.bool:
+                raise ValueError(
+                    f"{name} must be an integer tensor [batch, len], "
+                    f"got {p.dtype} {tuple(p.shape)}"
+                )
+        if query_positions.shape[0] != key_positions.shape[0]:
+            raise ValueError(
+                f"batch sizes differ: {query_positions.shape[0]} queries vs "
+                f"{key_positions.shape[0]} keys"
+            )
+        device = self.bias.weight.device
+        queries = query_positions.to(device)[:, :, None]  # (B, T, 1)
+        keys = key_positions.to(device)[:, None, :]  # (B, 1, S)
+        buckets = t5_relative_position_bucket(
+            keys - queries,  # (B, T, S): s − t
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
+        return self.bias(buckets).permute(0, 3, 1, 2)  # (B, T, S, H) -> (B, H, T, S)
