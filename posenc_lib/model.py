@@ -12,7 +12,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from posenc_lib.attention import SelfAttention
+from posenc_lib.attention import SelfAttention, score_mask
 from posenc_lib.encodings import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -107,8 +107,14 @@ class Block(nn.Module):
         hidden = config.mlp_ratio * config.d_model
         self.mlp = nn.Sequential(nn.Linear(config.d_model, hidden), nn.GELU(), nn.Linear(hidden, config.d_model))
 
-    def forward(self, x: Tensor, bias: Tensor | None, positions: Tensor | None = None) -> Tensor:
-        x = x + self.attn(self.norm1(x), bias, positions)
+    def forward(
+        self,
+        x: Tensor,
+        bias: Tensor | None,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        x = x + self.attn(self.norm1(x), bias, positions, mask=mask)
         return x + self.mlp(self.norm2(x))
 
 
@@ -148,6 +154,9 @@ class TransformerLM(nn.Module):
         self.final_norm = nn.LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self._sinusoidal_cache = torch.empty(0, c.d_model)
+        # ALiBi's score mask for the last (length, device, dtype) seen: it depends on nothing
+        # else, so evaluation and training reuse it instead of rebuilding it every call
+        self._alibi_mask: tuple[tuple, Tensor] | None = None
 
     @property
     def max_length(self) -> int | None:
@@ -207,6 +216,34 @@ class TransformerLM(nn.Module):
         padding = padding[:, None]  # (B, 1, T, S)
         return padding if bias is None else bias + padding
 
+    def score_mask(
+        self,
+        seq: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        positions: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> Tensor | None:
+        """The additive mask every layer hands to SDPA: :meth:`attention_bias` folded with
+        the causal mask, ``[B | 1, H | 1, T, T]`` in ``dtype`` (None for a plain causal model).
+
+        Built once per forward pass and shared by all layers, instead of adding the bias and
+        the causal mask again in each. For ALiBi at the default positions the mask depends
+        only on (T, device, dtype), so the last one is kept and reused across calls: an
+        evaluation at one length builds it once (Press et al. 2022 fold ALiBi into the causal
+        mask the same way). T5's bias is learned and changes every training step, so it is
+        built per forward pass.
+        """
+        cacheable = self.config.position == "alibi" and positions is None and attention_mask is None
+        key = (seq, device, dtype)
+        if cacheable and self._alibi_mask is not None and self._alibi_mask[0] == key:
+            return self._alibi_mask[1]
+        bias = self.attention_bias(seq, device, positions, attention_mask)
+        mask = score_mask(bias, seq, seq, device=device, dtype=dtype)
+        if cacheable:
+            self._alibi_mask = (key, mask)
+        return mask
+
     def forward(self, tokens: Tensor, positions: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
         """Logits ``[B, T, V]`` for integer ``tokens`` ``[B, T]``.
 
@@ -253,7 +290,9 @@ class TransformerLM(nn.Module):
         elif self.config.position == "sinusoidal":
             p = torch.arange(seq, device=x.device) if positions is None else positions
             x = x + self._sinusoidal(p, x.device, x.dtype)  # (T, C) or (B, T, C) broadcasts over B
-        bias = self.attention_bias(seq, x.device, positions, attention_mask)
+        # q's dtype in attention: autocast's when it is on (bf16 on a GPU), else x's
+        dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+        mask = self.score_mask(seq, x.device, dtype, positions, attention_mask)
         for block in self.blocks:
-            x = block(x, bias, positions)
+            x = block(x, None, positions, mask=mask)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
