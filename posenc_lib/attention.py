@@ -28,6 +28,11 @@ def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = N
     return mask.masked_fill(key_positions > query_positions, float("-inf"))
 
 
+CAUSAL_BLOCK = 512
+"""Queries per block when :func:`attend` runs a causal float mask block by block (the CPU
+kernel splits keys into blocks of 512 too, so the blocks change no rounding there)."""
+
+
 def score_mask(
     bias: Tensor | None,
     q_len: int,
@@ -93,7 +98,9 @@ def attend(
     ``is_causal=True`` (PyTorch's fused kernels); with one, the bias and the causal mask are
     summed into one float ``attn_mask`` by :func:`score_mask` — on CPU this is SDPA's fast
     path. A caller that attends many times with the same bias (every layer of a model)
-    builds that mask once and passes it as ``mask``.
+    builds that mask once and passes it as ``mask``. A causal float mask longer than
+    :data:`CAUSAL_BLOCK` queries runs block by block, so that the kernel skips most of the
+    scores above the diagonal, as ``is_causal=True`` does.
 
     Args:
         q: ``[B, H, T, D]``; k, v: ``[B, H, S, D]`` (with ``causal``, T ≤ S and the queries
@@ -101,9 +108,8 @@ def attend(
         bias: additive scores ``[H, T, S]`` or ``[B, H, T, S]`` (ALiBi, T5), or None.
         causal: mask keys after each query (a language model); ``False`` lets every query see
             every key (an encoder).
-        mask: a finished mask from :func:`score_mask` (bias and causal −inf already in it),
-            in q's dtype, handed to SDPA as it is; then ``bias`` must be None and ``causal``
-            is not looked at.
+        mask: a finished mask from :func:`score_mask` (bias, and with ``causal`` the −inf
+            above the diagonal, already in it), in q's dtype; then ``bias`` must be None.
 
     Returns:
         ``[B, H, T, D]``, q's dtype.
@@ -113,15 +119,29 @@ def attend(
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    if mask is not None:
-        if bias is not None:
-            raise ValueError("give either bias or a finished mask, not both")
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if mask is not None and bias is not None:
+        raise ValueError("give either bias or a finished mask, not both")
     t, s = q.shape[-2], k.shape[-2]
-    mask = score_mask(bias, t, s, causal=causal, device=q.device, dtype=q.dtype)
+    if mask is None:
+        mask = score_mask(bias, t, s, causal=causal, device=q.device, dtype=q.dtype)
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if not causal or t <= CAUSAL_BLOCK:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    # A float mask hides the causal structure from the kernel, so it would compute every
+    # score, also the half above the diagonal that the mask then discards (is_causal=True
+    # skips those). Cutting the queries into blocks gives that saving back: the block of
+    # queries up to position t needs only the keys up to t.
+    offset = s - t  # query i sits at key position i + offset
+    blocks = []
+    for start in range(0, t, CAUSAL_BLOCK):
+        stop = min(t, start + CAUSAL_BLOCK)
+        keys = stop + offset  # keys 0 … keys − 1 are the only ones these queries see
+        blocks.append(F.scaled_dot_product_attention(
+            q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys],
+            attn_mask=mask[..., start:stop, :keys],
+        ))  # (B, H, block, D)
+    return torch.cat(blocks, dim=2)  # (B, H, T, D)
 
 
 class SelfAttention(nn.Module):

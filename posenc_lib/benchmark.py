@@ -451,6 +451,58 @@ def rope_complex(x: Tensor, rotations: Tensor) -> Tensor:
     return torch.view_as_real(pairs * rotations).flatten(-2)  # (..., seq, d/2, 2) -> (..., seq, d)
 
 
+def alibi_attention_folded_keys(
+    q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None
+) -> Tensor:
+    """Causal ALiBi through SDPA's plain causal kernel: the bias moved into the dot product.
+
+    Under a causal mask, −m_h (t − s) and +m_h s give the same attention: they differ by
+    −m_h t, a constant in each query's row, and a softmax ignores such constants (Press et
+    al. 2022 build their bias this way). The term m_h s is a dot product: append a 1 to
+    every query and m_h s √D to every key, fix SDPA's scale at 1/√D, and the extra
+    dimension adds exactly m_h s to each score. v gets a zero column so that all head
+    widths agree (the CPU's fused kernel wants that), which is cut off afterwards. No
+    ``[H, L, L]`` tensor exists, and the kernel skips the blocks above the diagonal.
+
+    The price is precision: the key column grows to m_h s √D (2 500 for m_h = 1/4,
+    s = 2047, D = 24), and q·k is added to it in float32, so the scores lose about
+    log2(2500) bits against the mask form; in bfloat16 (8 significant bits) the column
+    rounds away the differences between neighbouring keys altogether. The library does not
+    use it for that reason; the cost chapter measures both.
+
+    Args:
+        q, k, v: ``[B, H, L, D]``, the same L (self-attention).
+        slopes: ``[H]``; default :func:`~posenc_lib.encodings.alibi.alibi_slopes` (H).
+
+    Returns:
+        ``[B, H, L, D]``, q's dtype.
+
+    Raises:
+        ValueError: for q, k, v that are not 4-D with equal lengths, or slopes not ``[H]``.
+    """
+    from posenc_lib.encodings.alibi import alibi_slopes
+
+    if q.dim() != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(
+            "q, k, v must be [batch, heads, seq, head_dim] with one seq, got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    batch, heads, length, head_dim = q.shape
+    slopes = alibi_slopes(heads) if slopes is None else slopes
+    if slopes.shape != (heads,):
+        raise ValueError(f"slopes must be [heads={heads}], got shape {tuple(slopes.shape)}")
+    positions = torch.arange(length, device=q.device, dtype=torch.float32)
+    column = slopes.to(q.device)[:, None] * positions * math.sqrt(head_dim)  # (H, L)
+    column = column[None, :, :, None].expand(batch, heads, length, 1).to(k.dtype)
+    ones = torch.ones(batch, heads, length, 1, device=q.device, dtype=q.dtype)
+    zeros = torch.zeros(batch, heads, length, 1, device=v.device, dtype=v.dtype)
+    q1, k1, v1 = torch.cat([q, ones], -1), torch.cat([k, column], -1), torch.cat([v, zeros], -1)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q1, k1, v1, is_causal=True, scale=1 / math.sqrt(head_dim)
+    )  # (B, H, L, D + 1)
+    return out[..., :head_dim]
+
+
 def environment(device: torch.device | str = "cpu") -> dict:
     """Where a measurement ran: :func:`posenc_lib.experiments.provenance` plus the CPU
     model, the CPU count and the load average (1, 5, 15 min) when the call was made."""

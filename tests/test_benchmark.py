@@ -199,3 +199,21 @@ def test_environment_records_load_and_versions() -> None:
 def test_fake_clock_helper() -> None:
     clock = FakeClock(itertools.repeat(0.5))
     assert (clock(), clock()) == (0.5, 1.0)
+
+
+def test_alibi_folded_into_keys_equals_the_mask_up_to_its_precision() -> None:
+    from posenc_lib import alibi_bias, attend
+    from posenc_lib.benchmark import alibi_attention_folded_keys
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 300, 16) for _ in range(3))
+    reference = attend(q.double(), k.double(), v.double(), alibi_bias(4, 300, 300, dtype=torch.float64))
+    folded = alibi_attention_folded_keys(q, k, v)
+    masked = attend(q, k, v, alibi_bias(4, 300, 300))
+    assert (folded.double() - reference).abs().max() < 1e-4
+    traffic = memory_traffic(lambda: alibi_attention_folded_keys(q, k, v))
+    assert traffic.operations["_scaled_dot_product_flash_attention_for_cpu"] == 1  # fused, causal
+    assert traffic.bytes_allocated < attention_bias_bytes(4, 300, 300)  # no [H, L, L] tensor
+    assert (masked.double() - reference).abs().max() < 1e-5
+    with pytest.raises(ValueError, match="slopes"):
+        alibi_attention_folded_keys(q, k, v, torch.ones(3))

@@ -98,10 +98,12 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: boo
     x's size, and no temporary.
     """
     compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    # bf16/fp16 inputs: the products and sums are done in a float32 buffer, cast once at the end
+    # bf16/fp16 x: upcast once (one vectorised pass) so every product and sum is float32;
+    # mixing dtypes inside each operation instead takes PyTorch's slower casting loops
+    x_c = x.to(compute_dtype)  # no copy when x is already float32
     out = torch.empty(x.shape, dtype=compute_dtype, device=x.device)
     cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
-    x_a, x_b = _pairs(x, interleaved)  # (..., seq, d/2) views
+    x_a, x_b = _pairs(x_c, interleaved)  # (..., seq, d/2) views
     out_a, out_b = _pairs(out, interleaved)
     sign = -1.0 if inverse else 1.0  # the inverse rotation (by −angle) negates sin
     torch.mul(x_a, cos, out=out_a)
