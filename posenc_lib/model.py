@@ -21,6 +21,7 @@ from posenc_lib.encodings import (
     alibi_slopes,
     positions_from_mask,
     sinusoidal_encoding,
+    t5_relative_position_bucket,
 )
 from posenc_lib.encodings.learned import DEFAULT_INIT_STD
 from posenc_lib.encodings.positions import check_positions
@@ -157,6 +158,8 @@ class TransformerLM(nn.Module):
         # ALiBi's score mask for the last (length, device, dtype) seen: it depends on nothing
         # else, so evaluation and training reuse it instead of rebuilding it every call
         self._alibi_mask: tuple[tuple, Tensor] | None = None
+        # T5's bucket of every (query, key) pair for the last (length, device) seen
+        self._t5_buckets: tuple[tuple, Tensor] | None = None
 
     @property
     def max_length(self) -> int | None:
@@ -234,7 +237,10 @@ class TransformerLM(nn.Module):
         mask the same way). T5's bias is learned and changes every training step, so it is
         built per forward pass.
         """
-        cacheable = self.config.position == "alibi" and positions is None and attention_mask is None
+        default_positions = positions is None and attention_mask is None
+        if self.t5_bias is not None and default_positions and not self.t5_bias.bidirectional:
+            return self._t5_score_mask(seq, device, dtype)
+        cacheable = self.config.position == "alibi" and default_positions
         key = (seq, device, dtype)
         if cacheable and self._alibi_mask is not None and self._alibi_mask[0] == key:
             return self._alibi_mask[1]
@@ -243,6 +249,30 @@ class TransformerLM(nn.Module):
         if cacheable:
             self._alibi_mask = (key, mask)
         return mask
+
+    def _t5_score_mask(self, seq: int, device: torch.device, dtype: torch.dtype) -> Tensor:
+        """T5's causal score mask ``[1, H, T, T]`` in one lookup.
+
+        Every (query t, key s) pair has a bucket that depends on s − t only, so the buckets
+        are kept per length; the keys after t get one more bucket, whose bias is −inf. The
+        mask is then the learned table, with that row added, read at the buckets: the same
+        values as the bias plus the causal mask, built in one pass instead of several, and
+        the table still gets its gradient (the lookup is differentiable).
+        """
+        t5 = self.t5_bias
+        if self._t5_buckets is None or self._t5_buckets[0] != (seq, device):
+            positions = torch.arange(seq, device=device)
+            relative = positions[None, :] - positions[:, None]  # (T, S): s − t
+            buckets = t5_relative_position_bucket(
+                relative, num_buckets=t5.num_buckets, max_distance=t5.max_distance
+            )
+            future = t5.num_buckets  # the extra bucket, for keys after the query
+            buckets = buckets.masked_fill(relative > 0, future).to(torch.int32)  # (T, S)
+            self._t5_buckets = ((seq, device), buckets)
+        weight = t5.bias.weight  # (buckets, H)
+        never = weight.new_full((1, weight.shape[1]), float("-inf"))
+        table = torch.cat([weight, never]).to(dtype).t()  # (H, buckets + 1)
+        return table[:, self._t5_buckets[1]][None]  # (1, H, T, S)
 
     def forward(self, tokens: Tensor, positions: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
         """Logits ``[B, T, V]`` for integer ``tokens`` ``[B, T]``.

@@ -173,3 +173,19 @@ def test_alibi_mask_is_built_once_per_length() -> None:
         again = memory_traffic(lambda: model(tokens))  # the same length: nothing is built
     mask_bytes = attention_bias_bytes(heads, seq, seq)  # 4 MiB, more than all activations
     assert first.bytes_allocated > mask_bytes > again.bytes_allocated
+
+
+def test_t5_mask_lookup_equals_bias_plus_causal_mask() -> None:
+    from posenc_lib.attention import score_mask
+
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(position="t5", d_model=16, num_heads=4, num_layers=1))
+    torch.nn.init.normal_(model.t5_bias.bias.weight)
+    cpu = torch.device("cpu")
+    for seq in (5, 300):  # 300 > max_distance 128: the last bucket is shared
+        lookup = model.score_mask(seq, cpu, torch.float32)
+        assert torch.equal(lookup, score_mask(model.attention_bias(seq, cpu), seq, seq))
+    weight = model.t5_bias.bias.weight
+    (grad_lookup,) = torch.autograd.grad(model.score_mask(300, cpu, torch.float32).exp().sum(), weight)
+    (grad_bias,) = torch.autograd.grad(model.attention_bias(300, cpu).tril().exp().sum(), weight)
+    assert torch.allclose(grad_lookup, grad_bias)
