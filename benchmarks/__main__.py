@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="results/benchmarks", help="folder for the JSON")
     parser.add_argument("--no-save", action="store_true", help="print only, write no JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--label", default=None,
+                        help="a note stored with the results (e.g. which library version)")
     return parser
 
 
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         record = start_record(name, device, {}, argv)
         config, rows = module.run(device, **common, **extra)
         record["config"] = config
+        record["label"] = args.label
         finish_record(record, rows)
         print(show(rows, module.COLUMNS, f"{title} ({device.type})"))
         if not args.no_save:

@@ -33,11 +33,24 @@ SHAPES = {
 }
 
 NAIVE = "naive rotate-half"
+BEFORE = "posenc_lib before (upcast, slices, cat)"
+COPY_INTO = "copy into an existing tensor"
 LIBRARY = "posenc_lib apply_rope"
 MODULE = "posenc_lib RotaryEmbedding"
 COMPLEX = "complex multiply (interleaved)"
 COMPILED = "torch.compile(rotate_pairs)"
 COPY = "copy (x.clone())"
+
+
+def _rotate_before(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The library's rotate-half kernel as it was at commit 039df76, kept to compare with."""
+    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf = x.to(compute_dtype)
+    half = x.shape[-1] // 2
+    x1, x2 = xf[..., :half], xf[..., half:]
+    cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
+    out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    return out.to(x.dtype)
 
 
 def _variants(x: torch.Tensor, compile_kernel: bool) -> dict[str, Callable[[], object]]:
@@ -57,9 +70,12 @@ def _variants(x: torch.Tensor, compile_kernel: bool) -> dict[str, Callable[[], o
     else:  # view_as_complex needs float32: upcast and cast back, as Meta's Llama code does
         def complex_form() -> torch.Tensor:
             return rope_complex(x.float(), rotations).to(x.dtype)
+    target = torch.empty_like(x)
     variants = {
         COPY: lambda: x.clone(),
+        COPY_INTO: lambda: target.copy_(x),  # the same bytes, into memory already touched
         NAIVE: lambda: rope_rotate_half_naive(x, cos_full, sin_full),
+        BEFORE: lambda: _rotate_before(x, cos, sin),
         LIBRARY: lambda: apply_rope(x, positions),
         MODULE: lambda: rope(x, positions),
         COMPLEX: complex_form,
@@ -102,7 +118,7 @@ def run(
         copy_rate = 2 * x_bytes / timings[COPY].median  # bytes/s of a copy, this run
         naive_time = timings[NAIVE].median
         for variant, timing in timings.items():
-            moved = 2 * x_bytes if variant == COPY else needed
+            moved = 2 * x_bytes if variant in (COPY, COPY_INTO) else needed
             rate = moved / timing.median
             row = {
                 "shape_name": name,

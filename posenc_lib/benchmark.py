@@ -337,7 +337,9 @@ def memory_traffic(fn: Callable[[], object]) -> Traffic:
     inputs and writes its outputs once, as if nothing stayed in cache between operations.
 
     Args:
-        fn: the call to count (runs once, eagerly).
+        fn: the call to count (runs once, eagerly). It must not use higher-order operators
+            (FlexAttention, ``torch.compile``d code): PyTorch raises ``NotImplementedError``
+            for those inside a dispatch mode.
 
     Returns:
         A :class:`Traffic`.
