@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
 import torch
 
-from benchmarks import attention, rope, throughput
 from benchmarks.common import finish_record, save, show, start_record
 from posenc_lib.device import pick_device
 
-SUITES = {
-    "rope": (rope, "RoPE application: time, achieved bandwidth, fraction of a copy's"),
-    "attention": (attention, "attention per scheme: time and peak memory against L"),
-    "model": (throughput, "the book's model: tokens/s per scheme, training and evaluation"),
+SUITES = {  # suite name -> (module in benchmarks/, title of its table)
+    "rope": ("rope", "RoPE application: time, achieved bandwidth, fraction of a copy's"),
+    "attention": ("attention", "attention per scheme: time and peak memory against L"),
+    "model": ("throughput", "the book's model: tokens/s per scheme, training and evaluation"),
 }
 
 
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     common = {"repeats": repeats, "warmup": args.warmup, "quick": args.quick,
               "progress": not args.no_progress}
     for name in SUITES if args.suite == "all" else [args.suite]:
-        module, title = SUITES[name]
+        module_name, title = SUITES[name]
+        module = importlib.import_module(f"benchmarks.{module_name}")
         extra = {}
         if name == "rope":
             extra["compile_kernel"] = not args.no_compile
