@@ -25,6 +25,7 @@ Peak memory is what a call adds on top of what was held before it:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -515,6 +516,47 @@ def environment(device: torch.device | str = "cpu") -> dict:
     info["cpu_model"] = _cpu_model()
     info["load_average"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return info
+
+
+def load_stored_benchmark(name: str) -> dict:
+    """A benchmark run stored as ``results/benchmarks/NAME.json`` by ``python -m benchmarks``.
+
+    Args:
+        name: the file's stem, e.g. ``"rope-cpu-20261201T001500Z"``.
+
+    Returns:
+        The record: ``suite``, ``command``, ``label``, ``config``, ``environment`` (where and
+        when it ran), ``load_average_end`` and ``rows`` (one dict per measurement).
+
+    Raises:
+        ValueError: for a name with a path separator.
+        FileNotFoundError: if there is no such stored run.
+    """
+    from posenc_lib.stored import stored_results_dir  # late: stored imports experiments
+
+    if "/" in name or "\\" in name:
+        raise ValueError(f"name must be a file stem in results/benchmarks, got name={name!r}")
+    path = stored_results_dir("benchmarks") / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no stored benchmark {path}; run `python -m benchmarks`")
+    return json.loads(path.read_text())
+
+
+def benchmark_label(record: dict) -> str:
+    """One line saying where and when a stored benchmark ran, e.g. ``"rope suite, cpu (AMD
+    EPYC, 2 threads), torch 2.13.0+cpu, commit 1a2b3c4, 2026-12-01 00:15 UTC, load average
+    16.1 → 17.9"``."""
+    env = record["environment"]
+    device = env["device"] if env["device_type"] != "cpu" else f"cpu ({env.get('cpu_model')}"
+    if env["device_type"] == "cpu":
+        device += f", {env['torch_threads']} threads)"
+    commit = str(env.get("git_commit"))[:7] + (" + local changes" if env.get("git_dirty") else "")
+    load = ""
+    if env.get("load_average") and record.get("load_average_end"):
+        load = f", load average {env['load_average'][0]:.1f} → {record['load_average_end'][0]:.1f}"
+    when = env["date_utc"][:16].replace("T", " ")
+    return (f"{record['suite']} suite, {device}, torch {env['torch_version']}, commit {commit}, "
+            f"{when} UTC{load}")
 
 
 def _cpu_model() -> str | None:

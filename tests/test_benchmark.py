@@ -217,3 +217,31 @@ def test_alibi_folded_into_keys_equals_the_mask_up_to_its_precision() -> None:
     assert (masked.double() - reference).abs().max() < 1e-5
     with pytest.raises(ValueError, match="slopes"):
         alibi_attention_folded_keys(q, k, v, torch.ones(3))
+
+
+def test_stored_benchmark_loader_and_label(tmp_path, monkeypatch) -> None:
+    import json
+
+    from posenc_lib import stored
+    from posenc_lib.benchmark import benchmark_label, load_stored_benchmark
+
+    (tmp_path / "benchmarks").mkdir()
+    record = {
+        "suite": "rope", "rows": [],
+        "environment": {"device": "cpu", "device_type": "cpu", "cpu_model": "AMD EPYC",
+                        "torch_threads": 2, "git_commit": "0123456789abcdef", "git_dirty": False,
+                        "torch_version": "2.13.0+cpu", "date_utc": "2026-12-01T00:15:09+00:00",
+                        "load_average": [16.14, 1.0, 1.0]},
+        "load_average_end": [17.94, 1.0, 1.0],
+    }
+    (tmp_path / "benchmarks" / "rope-cpu-x.json").write_text(json.dumps(record))
+    monkeypatch.setattr(stored, "REPOSITORY_RESULTS", tmp_path)
+    loaded = load_stored_benchmark("rope-cpu-x")
+    assert loaded == record
+    assert benchmark_label(loaded) == (
+        "rope suite, cpu (AMD EPYC, 2 threads), torch 2.13.0+cpu, commit 0123456, "
+        "2026-12-01 00:15 UTC, load average 16.1 → 17.9")
+    with pytest.raises(FileNotFoundError, match="python -m benchmarks"):
+        load_stored_benchmark("missing")
+    with pytest.raises(ValueError, match="file stem"):
+        load_stored_benchmark("../x")
