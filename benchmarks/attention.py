@@ -125,7 +125,7 @@ def run(
                    for _ in range(3))
         variants = {name: torch.no_grad()(call) for name, call in _variants(q, k, v, flex).items()}
         timings = compare(variants, device, repeats=repeats, warmup=warmup)
-        base = timings[CAUSAL].median
+        base, base_cpu = timings[CAUSAL].median, timings[CAUSAL].cpu_median
         for name, timing in timings.items():
             # a dispatch mode cannot look inside FlexAttention (a higher-order operator)
             traffic = None if name == ALIBI_FLEX else memory_traffic(variants[name])
@@ -135,6 +135,7 @@ def run(
                 "scheme": SCHEME_OF[name],
                 **timing_columns(timing),
                 "time_vs_causal": timing.median / base,
+                "cpu_time_vs_causal": timing.cpu_median / base_cpu if base_cpu else None,
                 "peak_bytes": peak_memory_bytes(variants[name], device),
                 "bytes_allocated": None if traffic is None else traffic.bytes_allocated,
                 "mask_bytes": attention_bias_bytes(heads, length, length),
@@ -145,4 +146,4 @@ def run(
 
 
 COLUMNS = ("length", "variant", "median_ms", "q1_ms", "q3_ms", "time_vs_causal",
-           "peak_bytes", "bytes_allocated")
+           "cpu_time_vs_causal", "peak_bytes", "bytes_allocated")

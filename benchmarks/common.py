@@ -26,6 +26,7 @@ def timing_columns(timing: Timing) -> dict:
         "q1_ms": timing.low * 1e3,
         "q3_ms": timing.high * 1e3,
         "repeats": len(timing.samples),
+        "cpu_median_ms": None if timing.cpu_median is None else timing.cpu_median * 1e3,
     }
 
 

@@ -91,6 +91,7 @@ def run(
         batch, length = (train_batch, train_length) if mode == "train" else (eval_batch, eval_length)
         tokens = batch * length
         nope = tokens / timings["none"].median
+        nope_cpu = timings["none"].cpu_median
         for scheme, timing in timings.items():
             rate = tokens / timing.median
             rows.append({
@@ -101,10 +102,12 @@ def run(
                 **timing_columns(timing),
                 "tokens_per_s": rate,
                 "vs_nope": rate / nope,
+                "vs_nope_cpu": nope_cpu / timing.cpu_median if timing.cpu_median else None,
             })
         del variants
         gc.collect()
     return config, rows
 
 
-COLUMNS = ("mode", "scheme", "length", "median_ms", "q1_ms", "q3_ms", "tokens_per_s", "vs_nope")
+COLUMNS = ("mode", "scheme", "length", "median_ms", "q1_ms", "q3_ms", "tokens_per_s", "vs_nope",
+           "vs_nope_cpu")

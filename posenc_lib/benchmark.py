@@ -169,21 +169,26 @@ class Timing:
         samples: every timed run, in the order they ran.
         median, low, high: the median and the first and third quartiles of ``samples``
             (the spread a table reports next to the median).
+        cpu_median: the median CPU time of the process over the same runs (all threads;
+            less disturbed than wall time by other jobs waiting for the same cores), or
+            None when no CPU clock was read.
     """
 
     samples: tuple[float, ...]
     median: float
     low: float
     high: float
+    cpu_median: float | None = None
 
     @classmethod
-    def of(cls, samples: list[float]) -> Timing:
+    def of(cls, samples: list[float], cpu_samples: list[float] | None = None) -> Timing:
         ordered = sorted(samples)
         if len(ordered) >= 2:
             low, _, high = statistics.quantiles(ordered, n=4, method="inclusive")
         else:
             low = high = ordered[0]
-        return cls(tuple(samples), statistics.median(ordered), low, high)
+        cpu = statistics.median(cpu_samples) if cpu_samples else None
+        return cls(tuple(samples), statistics.median(ordered), low, high, cpu)
 
 
 def compare(
@@ -193,6 +198,7 @@ def compare(
     repeats: int = 7,
     warmup: int = 2,
     clock: Callable[[], float] = time.perf_counter,
+    cpu_clock: Callable[[], float] | None = time.process_time,
 ) -> dict[str, Timing]:
     """Time several variants side by side: interleaved repeats, medians and quartiles.
 
@@ -206,6 +212,7 @@ def compare(
         device: where they run (GPU work is synchronised before each clock read).
         repeats: timed rounds (≥ 1); warmup: untimed rounds before them (≥ 0).
         clock: the wall clock in seconds (replaceable for tests).
+        cpu_clock: the process's CPU clock in seconds, or None to read none.
 
     Returns:
         name → :class:`Timing`, in the order of ``variants``.
@@ -216,7 +223,7 @@ def compare(
     Example:
         >>> ticks = iter(range(100))
         >>> timings = compare({"a": lambda: None}, repeats=3, warmup=0,
-        ...                   clock=lambda: next(ticks))
+        ...                   clock=lambda: next(ticks), cpu_clock=None)
         >>> timings["a"].samples
         (1, 1, 1)
     """
@@ -229,17 +236,23 @@ def compare(
     device = torch.device(device)
     names = list(variants)
     samples: dict[str, list[float]] = {name: [] for name in names}
+    cpu_samples: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(warmup + repeats):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
             _synchronize(device)
-            start = clock()
+            start, start_cpu = clock(), cpu_clock() if cpu_clock else 0.0
             variants[name]()
             _synchronize(device)
             elapsed = clock() - start
+            elapsed_cpu = cpu_clock() - start_cpu if cpu_clock else 0.0
             if round_index >= warmup:
                 samples[name].append(elapsed)
-    return {name: Timing.of(samples[name]) for name in names}
+                cpu_samples[name].append(elapsed_cpu)
+    return {
+        name: Timing.of(samples[name], cpu_samples[name] if cpu_clock else None)
+        for name in names
+    }
 
 
 # ---------------------------------------------------------------------------------------

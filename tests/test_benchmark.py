@@ -100,9 +100,12 @@ def test_compare_interleaves_and_rotates_the_order() -> None:
     # each timed call reads the clock twice; its duration is the second step
     for name in ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]:
         clock_steps += [0.0, durations[name]]
-    timings = compare(variants, repeats=3, warmup=1, clock=FakeClock(clock_steps))
+    cpu_steps = [step / 2 for step in clock_steps]  # the process ran half of the wall time
+    timings = compare(variants, repeats=3, warmup=1, clock=FakeClock(clock_steps),
+                      cpu_clock=FakeClock(cpu_steps))
     assert order == list("abc" "bca" "cab" "abc")  # warm-up round, then rotated rounds
     assert {n: t.median for n, t in timings.items()} == durations
+    assert {n: t.cpu_median for n, t in timings.items()} == {n: d / 2 for n, d in durations.items()}
     assert list(timings) == ["a", "b", "c"]
     with pytest.raises(ValueError, match="variants"):
         compare({})
@@ -113,6 +116,7 @@ def test_timing_quartiles() -> None:
     assert (timing.median, timing.low, timing.high) == (3.0, 2.0, 4.0)
     assert timing.samples == (5.0, 1.0, 3.0, 2.0, 4.0)
     assert Timing.of([7.0]).low == Timing.of([7.0]).high == 7.0
+    assert timing.cpu_median is None and Timing.of([1.0, 3.0], [0.5, 1.0]).cpu_median == 0.75
 
 
 def test_unique_bytes_counts_a_broadcast_once() -> None:
