@@ -36,7 +36,8 @@ NAIVE = "naive rotate-half"
 BEFORE = "posenc_lib before (upcast, slices, cat)"
 COPY_INTO = "copy into an existing tensor"
 LIBRARY = "posenc_lib apply_rope"
-MODULE = "posenc_lib RotaryEmbedding"
+MODULE = "posenc_lib RotaryEmbedding (the model's path)"
+MODULE_POSITIONS = "posenc_lib RotaryEmbedding, positions given"
 COMPLEX = "complex multiply (interleaved)"
 COMPILED = "torch.compile(rotate_pairs)"
 COMPILED_NAIVE = "torch.compile(naive rotate-half)"
@@ -78,7 +79,8 @@ def _variants(x: torch.Tensor, compile_kernel: bool) -> dict[str, Callable[[], o
         NAIVE: lambda: rope_rotate_half_naive(x, cos_full, sin_full),
         BEFORE: lambda: _rotate_before(x, cos, sin),
         LIBRARY: lambda: apply_rope(x, positions),
-        MODULE: lambda: rope(x, positions),
+        MODULE: lambda: rope(x),  # default positions 0 … seq − 1, as SelfAttention calls it
+        MODULE_POSITIONS: lambda: rope(x, positions),  # a lookup per call (padding, offsets)
         COMPLEX: complex_form,
     }
     if compile_kernel:

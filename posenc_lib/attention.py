@@ -177,8 +177,7 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(c, dim=-1)  # 3 × (B, T, C)
         # (B, T, C) -> (B, H, T, D)
         q, k, v = (z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
-        if self.rotary is not None:
-            positions = torch.arange(t, device=x.device) if positions is None else positions
+        if self.rotary is not None:  # positions None: 0 … T−1, cached cos/sin rows as a view
             q, k = self.rotary(q, positions), self.rotary(k, positions)
         return q, k, v
 

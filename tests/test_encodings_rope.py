@@ -250,3 +250,16 @@ def test_bf16_rotation_is_computed_in_float32() -> None:
     assert out.dtype == torch.bfloat16
     # one bf16 rounding of the float32 result: equal to the reference almost everywhere
     assert (out == reference).float().mean() > 0.99
+
+
+@pytest.mark.parametrize("rotary_dim", [None, 4])
+def test_default_positions_equal_arange_without_a_lookup(rotary_dim) -> None:
+    from posenc_lib.benchmark import memory_traffic
+
+    rope = RotaryEmbedding(8, rotary_dim=rotary_dim)
+    x = torch.randn(2, 3, 9, 8)
+    assert torch.equal(rope(x), rope(x, torch.arange(9)))
+    if rotary_dim is None:  # the rotation kernel alone: one new tensor, no gathers
+        assert set(memory_traffic(lambda: rope(x)).operations) == {"empty", "mul", "addcmul_"}
+    with pytest.raises(ValueError, match="head_dim"):
+        rope(torch.randn(9, 6))

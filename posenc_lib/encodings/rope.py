@@ -274,24 +274,31 @@ class RotaryEmbedding(nn.Module):
         angles = torch.arange(length, device=device, dtype=torch.float32)[:, None] * self.inv_freq.to(device)
         self._cos, self._sin = angles.cos(), angles.sin()  # (length, rotary_dim/2) float32
 
-    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+    def forward(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
         """Rotate ``x`` ``[..., seq, head_dim]`` by integer ``positions`` ``[seq]`` or ``[batch, seq]``.
 
         Positions may be offsets (a KV cache: the token at step t alone, ``positions=[t]``, gets
         exactly row t of the full pass) or per-sequence ids (left padding, see
         :func:`positions_from_mask`). Negative positions rotate backwards, as in
         :func:`apply_rope` (cos is even, sin is odd), so both give the same result.
+        ``positions=None`` means 0 … seq − 1: the first rows of the cache, taken as a view
+        (no lookup), which is what a model without padding or offsets needs.
         """
-        _check_positions(positions, x)
-        if x.shape[-1] != self.head_dim:
+        if x.dim() < 2 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must be [..., seq, head_dim={self.head_dim}], got shape {tuple(x.shape)}")
-        positions = positions.to(x.device)
-        distance = positions.abs()
-        self._extend_cache(int(distance.max()) + 1 if distance.numel() else 0, x.device)
-        cos = self._cos[distance]  # (..., seq, r/2) float32
-        sin = self._sin[distance]
-        sin = torch.where(positions[..., None] < 0, -sin, sin)  # sin(−a) = −sin a
-        cos, sin = _broadcast_to_heads(cos, positions, x.dim()), _broadcast_to_heads(sin, positions, x.dim())
+        if positions is None:
+            seq = x.shape[-2]
+            self._extend_cache(seq, x.device)
+            cos, sin = self._cos[:seq], self._sin[:seq]  # (seq, r/2) float32 views
+        else:
+            _check_positions(positions, x)
+            positions = positions.to(x.device)
+            distance = positions.abs()
+            self._extend_cache(int(distance.max()) + 1 if distance.numel() else 0, x.device)
+            cos = self._cos[distance]  # (..., seq, r/2) float32
+            sin = self._sin[distance]
+            sin = torch.where(positions[..., None] < 0, -sin, sin)  # sin(−a) = −sin a
+            cos, sin = _broadcast_to_heads(cos, positions, x.dim()), _broadcast_to_heads(sin, positions, x.dim())
         rotated = rotate_pairs(x[..., : self.rotary_dim], cos, sin, interleaved=self.interleaved)
         if self.rotary_dim == self.head_dim:
             return rotated
