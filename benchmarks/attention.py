@@ -59,7 +59,6 @@ def _variants(
 ) -> dict[str, Callable[[], object]]:
     heads, length, head_dim = q.shape[1], q.shape[2], q.shape[3]
     device = q.device
-    positions = torch.arange(length, device=device)
     rope = RotaryEmbedding(head_dim)
     t5_model = TransformerLM(ModelConfig(position="t5", d_model=heads * head_dim,
                                          num_heads=heads, num_layers=1)).to(device)
@@ -70,7 +69,7 @@ def _variants(
     sdpa = F.scaled_dot_product_attention
 
     def rope_then_sdpa() -> torch.Tensor:
-        return sdpa(rope(q, positions), rope(k, positions), v, is_causal=True)
+        return sdpa(rope(q), rope(k), v, is_causal=True)  # positions 0 … L−1, as the model
 
     def alibi_before() -> torch.Tensor:
         bias = alibi_bias(heads, length, length, device=device)
