@@ -6,7 +6,8 @@ AdamW step on a batch of 32 × L_train = 128 random byte windows, forward and ba
 one evaluation call is a forward pass without gradients over 8 × L = 2048 (16 384 tokens,
 the batch :func:`posenc_lib.evaluate.evaluate_perplexity` uses at that length). The
 learned table gets 2048 rows so that it can be evaluated at L = 2048 too. Schemes run
-interleaved, so a slow spell of the machine hits them all.
+interleaved, so a slow spell of the machine hits them all. For ALiBi and T5 the evaluation
+also runs with the library's query blocks turned off (``"alibi, one SDPA call"``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from benchmarks.common import timing_columns
+import posenc_lib.attention as attention_module
 from posenc_lib.benchmark import compare
 from posenc_lib.model import SCHEMES, TransformerLM
 from posenc_lib.scales import get_scale
@@ -60,6 +62,21 @@ def _eval_forward(model: TransformerLM, batch: int, length: int, device: torch.d
     return forward
 
 
+def _one_sdpa_call(step: Callable[[], None]) -> Callable[[], None]:
+    """``step`` with attention's query blocks turned off: a causal float mask goes to SDPA
+    in one call, as the library did before (what the blocks buy, measured side by side)."""
+
+    def call() -> None:
+        saved = attention_module.CAUSAL_BLOCK
+        attention_module.CAUSAL_BLOCK = 1 << 62  # longer than any sequence: one block
+        try:
+            step()
+        finally:
+            attention_module.CAUSAL_BLOCK = saved
+
+    return call
+
+
 def run(
     device: torch.device,
     *,
@@ -87,6 +104,8 @@ def run(
                 variants[scheme] = _train_step(model, train_batch, train_length, device)
             else:
                 variants[scheme] = _eval_forward(model, eval_batch, eval_length, device)
+                if scheme in ("alibi", "t5") and hasattr(attention_module, "CAUSAL_BLOCK"):
+                    variants[f"{scheme}, one SDPA call"] = _one_sdpa_call(variants[scheme])
         timings = compare(variants, device, repeats=repeats, warmup=warmup)
         batch, length = (train_batch, train_length) if mode == "train" else (eval_batch, eval_length)
         tokens = batch * length
