@@ -1,17 +1,19 @@
 """Attention per positional scheme, L = 256 … 4096: time, peak memory, bytes allocated.
 
 One batch of one sequence, H heads of width D (default 4 × 32), causal, forward only
-(inference: no gradients, as in an evaluation). What each scheme adds to plain causal SDPA:
+(inference: no gradients, as in an evaluation). What each scheme adds to plain causal
+SDPA:
 
 * NoPE, sinusoidal, learned: nothing inside attention (absolute vectors are added to the
   embeddings once, outside).
 * RoPE: rotating q and k, then the same causal SDPA.
-* ALiBi and T5: an additive bias. Handed to SDPA as a float mask it is an ``[1, H, L, L]``
-  tensor (:func:`posenc_lib.benchmark.attention_bias_bytes`), and the kernel can no longer
-  skip the blocks above the diagonal that ``is_causal=True`` skips. The variants show what
-  building that mask costs per call, what reusing it saves, FlexAttention (the bias added
-  inside the kernel by a ``score_mod``; compiled on CUDA, eager on a CPU), and the bias
-  folded into the keys (one extra dimension, then plain causal SDPA).
+* ALiBi and T5: an additive bias. Handed to SDPA as a float mask it is an
+  ``[1, H, L, L]`` tensor (:func:`posenc_lib.benchmark.attention_bias_bytes`), and the
+  kernel can no longer skip the blocks above the diagonal that ``is_causal=True`` skips.
+  The variants show what building that mask costs per call, what reusing it saves,
+  FlexAttention (the bias added inside the kernel by a ``score_mod``; compiled on CUDA,
+  eager on a CPU), and the bias folded into the keys (one extra dimension, then plain
+  causal SDPA).
 """
 
 from __future__ import annotations
@@ -49,8 +51,15 @@ T5_BEFORE = "T5 bias: bias + mask per call, one SDPA call (library before)"
 T5_NOW = "T5 bias: mask lookup per call, query blocks (library now)"
 
 SCHEME_OF = {
-    CAUSAL: "none", ROPE: "rope", ALIBI_BEFORE: "alibi", ALIBI_ONE_CALL: "alibi",
-    ALIBI_NOW: "alibi", ALIBI_FLEX: "alibi", ALIBI_KEYS: "alibi", T5_BEFORE: "t5", T5_NOW: "t5",
+    CAUSAL: "none",
+    ROPE: "rope",
+    ALIBI_BEFORE: "alibi",
+    ALIBI_ONE_CALL: "alibi",
+    ALIBI_NOW: "alibi",
+    ALIBI_FLEX: "alibi",
+    ALIBI_KEYS: "alibi",
+    T5_BEFORE: "t5",
+    T5_NOW: "t5",
 }
 
 
@@ -60,16 +69,28 @@ def _variants(
     heads, length, head_dim = q.shape[1], q.shape[2], q.shape[3]
     device = q.device
     rope = RotaryEmbedding(head_dim)
-    t5_model = TransformerLM(ModelConfig(position="t5", d_model=heads * head_dim,
-                                         num_heads=heads, num_layers=1)).to(device)
+    t5_model = TransformerLM(
+        ModelConfig(
+            position="t5", d_model=heads * head_dim, num_heads=heads, num_layers=1
+        )
+    ).to(device)
     t5 = t5_model.t5_bias
-    torch.nn.init.normal_(t5.bias.weight, std=0.5, generator=torch.Generator().manual_seed(0))
-    alibi_mask = score_mask(alibi_bias(heads, length, length, device=device), length, length,
-                            device=device, dtype=q.dtype)
+    torch.nn.init.normal_(
+        t5.bias.weight, std=0.5, generator=torch.Generator().manual_seed(0)
+    )
+    alibi_mask = score_mask(
+        alibi_bias(heads, length, length, device=device),
+        length,
+        length,
+        device=device,
+        dtype=q.dtype,
+    )
     sdpa = F.scaled_dot_product_attention
 
     def rope_then_sdpa() -> torch.Tensor:
-        return sdpa(rope(q), rope(k), v, is_causal=True)  # positions 0 … L−1, as the model
+        return sdpa(
+            rope(q), rope(k), v, is_causal=True
+        )  # positions 0 … L−1, as the model
 
     def alibi_before() -> torch.Tensor:
         bias = alibi_bias(heads, length, length, device=device)
@@ -111,38 +132,67 @@ def run(
     """Every variant at every length; returns (configuration, rows)."""
     lengths = LENGTHS[:3] if quick else LENGTHS
     config = {
-        "batch": 1, "heads": heads, "head_dim": head_dim, "lengths": list(lengths),
-        "dtype": "float32", "repeats": repeats, "warmup": warmup, "flex": flex,
+        "batch": 1,
+        "heads": heads,
+        "head_dim": head_dim,
+        "lengths": list(lengths),
+        "dtype": "float32",
+        "repeats": repeats,
+        "warmup": warmup,
+        "flex": flex,
         "flex_compiled": device.type == "cuda",
-        "peak_memory": "CUDA allocator peak" if device.type == "cuda"
-        else "process peak resident set (Linux VmHWM) added by one call",
+        "peak_memory": (
+            "CUDA allocator peak"
+            if device.type == "cuda"
+            else "process peak resident set (Linux VmHWM) added by one call"
+        ),
     }
     rows = []
     for length in tqdm(lengths, desc="attention", disable=not progress):
         generator = torch.Generator().manual_seed(length)
-        q, k, v = (torch.randn(1, heads, length, head_dim, generator=generator).to(device)
-                   for _ in range(3))
-        variants = {name: torch.no_grad()(call) for name, call in _variants(q, k, v, flex).items()}
+        q, k, v = (
+            torch.randn(1, heads, length, head_dim, generator=generator).to(device)
+            for _ in range(3)
+        )
+        variants = {
+            name: torch.no_grad()(call)
+            for name, call in _variants(q, k, v, flex).items()
+        }
         timings = compare(variants, device, repeats=repeats, warmup=warmup)
         base, base_cpu = timings[CAUSAL].median, timings[CAUSAL].cpu_median
         for name, timing in timings.items():
             # a dispatch mode cannot look inside FlexAttention (a higher-order operator)
             traffic = None if name == ALIBI_FLEX else memory_traffic(variants[name])
-            rows.append({
-                "length": length,
-                "variant": name,
-                "scheme": SCHEME_OF[name],
-                **timing_columns(timing),
-                "time_vs_causal": timing.median / base,
-                "cpu_time_vs_causal": timing.cpu_median / base_cpu if base_cpu else None,
-                "peak_bytes": peak_memory_bytes(variants[name], device),
-                "bytes_allocated": None if traffic is None else traffic.bytes_allocated,
-                "mask_bytes": attention_bias_bytes(heads, length, length),
-            })
+            rows.append(
+                {
+                    "length": length,
+                    "variant": name,
+                    "scheme": SCHEME_OF[name],
+                    **timing_columns(timing),
+                    "time_vs_causal": timing.median / base,
+                    "cpu_time_vs_causal": (
+                        timing.cpu_median / base_cpu if base_cpu else None
+                    ),
+                    "peak_bytes": peak_memory_bytes(variants[name], device),
+                    "bytes_allocated": (
+                        None if traffic is None else traffic.bytes_allocated
+                    ),
+                    "mask_bytes": attention_bias_bytes(heads, length, length),
+                }
+            )
         del q, k, v, variants
         gc.collect()
     return config, rows
 
 
-COLUMNS = ("length", "variant", "median_ms", "q1_ms", "q3_ms", "time_vs_causal",
-           "cpu_time_vs_causal", "peak_bytes", "bytes_allocated")
+COLUMNS = (
+    "length",
+    "variant",
+    "median_ms",
+    "q1_ms",
+    "q3_ms",
+    "time_vs_causal",
+    "cpu_time_vs_causal",
+    "peak_bytes",
+    "bytes_allocated",
+)

@@ -30,7 +30,9 @@ def timing_columns(timing: Timing) -> dict:
     }
 
 
-def start_record(suite: str, device: torch.device, config: dict, argv: Sequence[str]) -> dict:
+def start_record(
+    suite: str, device: torch.device, config: dict, argv: Sequence[str]
+) -> dict:
     """The JSON record of one suite run, before its rows: what, where, when, how."""
     return {
         "format": RESULT_FORMAT,
@@ -44,15 +46,17 @@ def start_record(suite: str, device: torch.device, config: dict, argv: Sequence[
 
 def finish_record(record: dict, rows: list[dict]) -> dict:
     record["rows"] = rows
-    record["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    record["load_average_end"] = (
+        list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    )
     return record
 
 
 def save(record: dict, out: Path) -> Path:
     """Write ``record`` to a new file ``out/<suite>-<device type>-<UTC time>.json``.
 
-    The name carries the time to the second; an existing file is never replaced (a second
-    run in the same second gets a ``-2`` suffix).
+    The name carries the time to the second; an existing file is never replaced (a
+    second run in the same second gets a ``-2`` suffix).
     """
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

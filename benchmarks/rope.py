@@ -1,11 +1,11 @@
-"""RoPE application: the library's kernel against the other ways to write it, and a copy.
+"""RoPE application: the library's kernel against other ways to write it, and a copy.
 
-An elementwise operation is limited by memory bandwidth: its floor is the time to read its
-inputs and write its output once. So each variant's time is turned into achieved bandwidth,
-``rope_bytes`` (read x, write the result, read the cos/sin tables) per second, and compared
-with the bandwidth of a plain copy (``x.clone()``: read x, write a new tensor of x's size)
-measured in the same run. The deterministic count of what each eager variant does
-(operations, tensors allocated, bytes read and written) comes from
+An elementwise operation is limited by memory bandwidth: its floor is the time to read
+its inputs and write its output once. So each variant's time is turned into achieved
+bandwidth, ``rope_bytes`` (read x, write the result, read the cos/sin tables) per
+second, and compared with the bandwidth of a plain copy (``x.clone()``: read x, write a
+new tensor of x's size) measured in the same run. The deterministic count of what each
+eager variant does (operations, tensors allocated, bytes read and written) comes from
 :func:`posenc_lib.benchmark.memory_traffic`.
 """
 
@@ -44,8 +44,10 @@ COMPILED_NAIVE = "torch.compile(naive rotate-half)"
 COPY = "copy (x.clone())"
 
 
-def _rotate_before(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The library's rotate-half kernel as it was at commit 039df76, kept to compare with."""
+def _rotate_before(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> torch.Tensor:
+    """The library's rotate-half kernel as it was at commit 039df76, to compare with."""
     compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     xf = x.to(compute_dtype)
     half = x.shape[-1] // 2
@@ -67,37 +69,57 @@ def _variants(x: torch.Tensor, compile_kernel: bool) -> dict[str, Callable[[], o
     sin_full = torch.cat([sin, sin], dim=-1).to(x.dtype)
     rotations = torch.polar(torch.ones_like(cos), torch.atan2(sin, cos))  # e^{i p θ}
     if x.dtype == torch.float32:
+
         def complex_form() -> torch.Tensor:
             return rope_complex(x, rotations)
-    else:  # view_as_complex needs float32: upcast and cast back, as Meta's Llama code does
+
+    else:  # view_as_complex needs float32: upcast and cast back (Meta's Llama code too)
+
         def complex_form() -> torch.Tensor:
             return rope_complex(x.float(), rotations).to(x.dtype)
+
     target = torch.empty_like(x)
     variants = {
         COPY: lambda: x.clone(),
-        COPY_INTO: lambda: target.copy_(x),  # the same bytes, into memory already touched
+        COPY_INTO: lambda: target.copy_(
+            x
+        ),  # the same bytes, into memory already touched
         NAIVE: lambda: rope_rotate_half_naive(x, cos_full, sin_full),
         BEFORE: lambda: _rotate_before(x, cos, sin),
         LIBRARY: lambda: apply_rope(x, positions),
-        MODULE: lambda: rope(x),  # default positions 0 … seq − 1, as SelfAttention calls it
-        MODULE_POSITIONS: lambda: rope(x, positions),  # a lookup per call (padding, offsets)
+        MODULE: lambda: rope(
+            x
+        ),  # default positions 0 … seq − 1, as SelfAttention calls it
+        MODULE_POSITIONS: lambda: rope(
+            x, positions
+        ),  # a lookup per call (padding, offsets)
         COMPLEX: complex_form,
     }
     if compile_kernel:
         torch._dynamo.reset()  # a fresh compilation for every case, not a recompilation
         compiled = torch.compile(rotate_pairs)
         try:
-            compiled(x, cos, sin, interleaved=False)  # compile now, not in the timed rounds
-        except Exception as error:  # noqa: BLE001 - report and go on with the other variants
-            print(f"torch.compile failed for {tuple(x.shape)} {x.dtype}: {type(error).__name__}")
+            compiled(
+                x, cos, sin, interleaved=False
+            )  # compile now, not in the timed rounds
+        except (
+            Exception
+        ) as error:  # noqa: BLE001 - report and go on with the other variants
+            print(
+                f"torch.compile failed for {tuple(x.shape)} {x.dtype}: "
+                f"{type(error).__name__}"
+            )
         else:
             variants[COMPILED] = lambda: compiled(x, cos, sin, interleaved=False)
-        # the tutorial form compiled: the compiler can fuse its five operations into one loop
+        # the tutorial form compiled: the compiler may fuse its five operations
         compiled_naive = torch.compile(rope_rotate_half_naive)
         try:
             compiled_naive(x, cos_full, sin_full)
         except Exception as error:  # noqa: BLE001
-            print(f"torch.compile failed for {tuple(x.shape)} {x.dtype}: {type(error).__name__}")
+            print(
+                f"torch.compile failed for {tuple(x.shape)} {x.dtype}: "
+                f"{type(error).__name__}"
+            )
         else:
             variants[COMPILED_NAIVE] = lambda: compiled_naive(x, cos_full, sin_full)
     return variants
@@ -121,12 +143,14 @@ def run(
         "repeats": repeats,
         "warmup": warmup,
         "compile": compile_kernel,
-        "bytes_model": "read x + write result + read cos and sin [seq, head_dim/2] float32",
+        "bytes_model": "read x, write result, read cos and sin [seq, d/2] float32",
     }
     rows = []
     for name, shape, dtype_name in tqdm(cases, desc="rope", disable=not progress):
         dtype = DTYPES[dtype_name]
-        x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(device, dtype)
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(
+            device, dtype
+        )
         variants = _variants(x, compile_kernel)
         timings = compare(variants, device, repeats=repeats, warmup=warmup)
         x_bytes = x.numel() * x.element_size()
@@ -147,7 +171,10 @@ def run(
                 "fraction_of_copy": rate / copy_rate,
                 "speedup_over_naive": naive_time / timing.median,
             }
-            if variant not in (COMPILED, COMPILED_NAIVE):  # a dispatch mode sees eager ops only
+            if variant not in (
+                COMPILED,
+                COMPILED_NAIVE,
+            ):  # a dispatch mode sees eager ops only
                 traffic = memory_traffic(variants[variant])
                 row.update(
                     operations=sum(traffic.operations.values()),
@@ -162,6 +189,16 @@ def run(
 
 
 COLUMNS = (
-    "shape_name", "dtype", "variant", "median_ms", "q1_ms", "q3_ms", "cpu_median_ms", "gb_per_s",
-    "fraction_of_copy", "speedup_over_naive", "allocations", "bytes_moved_model",
+    "shape_name",
+    "dtype",
+    "variant",
+    "median_ms",
+    "q1_ms",
+    "q3_ms",
+    "cpu_median_ms",
+    "gb_per_s",
+    "fraction_of_copy",
+    "speedup_over_naive",
+    "allocations",
+    "bytes_moved_model",
 )

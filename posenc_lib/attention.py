@@ -29,8 +29,9 @@ def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = N
 
 
 CAUSAL_BLOCK = 512
-"""Queries per block when :func:`attend` runs a causal float mask block by block (the CPU
-kernel splits keys into blocks of 512 too, so the blocks change no rounding there)."""
+"""Queries per block when :func:`attend` runs a causal float mask block by block (the
+CPU kernel splits keys into blocks of 512 too, so the blocks change no rounding
+there)."""
 
 
 def score_mask(
@@ -45,25 +46,28 @@ def score_mask(
     """The one additive mask SDPA adds to the scores: the bias, with −inf where a query
     must not look (keys after it, when ``causal``).
 
-    Press et al. (2022) keep ALiBi as cheap as a plain causal model this way: the bias is
-    folded into the causal mask that is added to the scores anyway, once, instead of being
-    added on its own in every layer. :class:`~posenc_lib.model.TransformerLM` builds this
-    mask once per forward pass (for ALiBi once per length, device and dtype) and hands it to
-    every layer through ``attend(..., mask=...)``.
+    Press et al. (2022) keep ALiBi as cheap as a plain causal model this way: the bias
+    is folded into the causal mask that is added to the scores anyway, once, instead of
+    being added on its own in every layer. :class:`~posenc_lib.model.TransformerLM`
+    builds this mask once per forward pass (for ALiBi once per length, device and dtype)
+    and hands it to every layer through ``attend(..., mask=...)``.
 
     Args:
-        bias: additive scores ``[H, T, S]`` or ``[B, H, T, S]`` (ALiBi, T5, padding), or None.
-        q_len, k_len: T and S; with ``causal`` the queries are aligned to the end of the keys.
+        bias: additive scores ``[H, T, S]`` or ``[B, H, T, S]`` (ALiBi, T5, padding),
+            or None.
+        q_len, k_len: T and S; with ``causal`` the queries are aligned to the end of
+            the keys.
         causal: add −inf above the (end-aligned) diagonal.
         device, dtype: of the mask (dtype must be the dtype of q in attention).
 
     Returns:
-        ``[B | 1, H | 1, T, S]`` (4-D: CPU SDPA keeps its fused kernel only for a 4-D mask),
-        or None when there is nothing to add beyond what SDPA's ``is_causal=True`` does
-        (no bias, and T = S or no causal mask).
+        ``[B | 1, H | 1, T, S]`` (4-D: CPU SDPA keeps its fused kernel only for a 4-D
+        mask), or None when there is nothing to add beyond what SDPA's
+        ``is_causal=True`` does (no bias, and T = S or no causal mask).
 
     Raises:
-        ValueError: for a bias whose last two sizes are not (T, S) or whose rank is not 3 or 4.
+        ValueError: for a bias whose last two sizes are not (T, S) or whose rank is not
+            3 or 4.
     """
     if bias is None and (q_len == k_len or not causal):
         return None
@@ -74,12 +78,13 @@ def score_mask(
     if bias is not None:
         if bias.shape[-2:] != (q_len, k_len) or bias.dim() not in (3, 4):
             raise ValueError(
-                f"bias must be [heads, {q_len}, {k_len}] or [batch, heads, {q_len}, {k_len}], "
+                f"bias must be [heads, {q_len}, {k_len}] or "
+                f"[batch, heads, {q_len}, {k_len}], "
                 f"got {tuple(bias.shape)}"
             )
         mask = bias.to(dtype) + mask  # (…, H, T, S)
-    # A 4-D mask keeps CPU SDPA on its fused kernel; with a 2-D or 3-D one it falls back to
-    # the slower "math" path that materialises the full score matrix.
+    # A 4-D mask keeps CPU SDPA on its fused kernel; with a 2-D or 3-D one it falls back
+    # to the slower "math" path that materialises the full score matrix.
     return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # (B|1, H|1, T, S)
 
 
@@ -94,13 +99,13 @@ def attend(
 ) -> Tensor:
     """Scaled dot-product attention, softmax(q kᵀ/√D + bias + mask) v (Vaswani et al. 2017, eq. 1).
 
-    Runs on :func:`torch.nn.functional.scaled_dot_product_attention`. Without a bias it uses
-    ``is_causal=True`` (PyTorch's fused kernels); with one, the bias and the causal mask are
-    summed into one float ``attn_mask`` by :func:`score_mask` — on CPU this is SDPA's fast
-    path. A caller that attends many times with the same bias (every layer of a model)
-    builds that mask once and passes it as ``mask``. A causal float mask longer than
-    :data:`CAUSAL_BLOCK` queries runs block by block, so that the kernel skips most of the
-    scores above the diagonal, as ``is_causal=True`` does.
+    Runs on :func:`torch.nn.functional.scaled_dot_product_attention`. Without a bias it
+    uses ``is_causal=True`` (PyTorch's fused kernels); with one, the bias and the causal
+    mask are summed into one float ``attn_mask`` by :func:`score_mask` — on CPU this is
+    SDPA's fast path. A caller that attends many times with the same bias (every layer
+    of a model) builds that mask once and passes it as ``mask``. A causal float mask
+    longer than :data:`CAUSAL_BLOCK` queries runs block by block, so that the kernel
+    skips most of the scores above the diagonal, as ``is_causal=True`` does.
 
     Args:
         q: ``[B, H, T, D]``; k, v: ``[B, H, S, D]`` (with ``causal``, T ≤ S and the queries
@@ -108,14 +113,16 @@ def attend(
         bias: additive scores ``[H, T, S]`` or ``[B, H, T, S]`` (ALiBi, T5), or None.
         causal: mask keys after each query (a language model); ``False`` lets every query see
             every key (an encoder).
-        mask: a finished mask from :func:`score_mask` (bias, and with ``causal`` the −inf
-            above the diagonal, already in it), in q's dtype; then ``bias`` must be None.
+        mask: a finished mask from :func:`score_mask` (bias, and with ``causal`` the
+            −inf above the diagonal, already in it), in q's dtype; then ``bias`` must be
+            None.
 
     Returns:
         ``[B, H, T, D]``, q's dtype.
 
     Raises:
-        ValueError: when the ranks or sizes disagree, or both ``bias`` and ``mask`` are given.
+        ValueError: when the ranks or sizes disagree, or both ``bias`` and ``mask`` are
+            given.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
@@ -129,9 +136,9 @@ def attend(
     if not causal or t <= CAUSAL_BLOCK:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     # A float mask hides the causal structure from the kernel, so it would compute every
-    # score, also the half above the diagonal that the mask then discards (is_causal=True
-    # skips those). Cutting the queries into blocks gives that saving back: the block of
-    # queries up to position t needs only the keys up to t.
+    # score, also the half above the diagonal that the mask then discards
+    # (is_causal=True skips those). Cutting the queries into blocks gives that saving
+    # back: the block of queries up to position t needs only the keys up to t.
     offset = s - t  # query i sits at key position i + offset
     blocks = []
     for start in range(0, t, CAUSAL_BLOCK):
@@ -154,9 +161,9 @@ class SelfAttention(nn.Module):
         causal: mask future keys (default, a language model) or not (an encoder).
 
     ``forward(x [B, T, C], bias=None, positions=None, mask=None) -> [B, T, C]``;
-    ``positions`` (integer ``[T]`` or ``[B, T]``) defaults to 0 … T−1 and is only used by
-    RoPE; ``mask`` is a finished :func:`score_mask` (then ``bias`` is None), as the model
-    passes to every layer.
+    ``positions`` (integer ``[T]`` or ``[B, T]``) defaults to 0 … T−1 and is only used
+    by RoPE; ``mask`` is a finished :func:`score_mask` (then ``bias`` is None), as the
+    model passes to every layer.
     """
 
     def __init__(self, d_model: int, num_heads: int, *, rotary: RotaryEmbedding | None = None, causal: bool = True) -> None:
@@ -177,7 +184,7 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(c, dim=-1)  # 3 × (B, T, C)
         # (B, T, C) -> (B, H, T, D)
         q, k, v = (z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
-        if self.rotary is not None:  # positions None: 0 … T−1, cached cos/sin rows as a view
+        if self.rotary is not None:  # positions None: 0 … T−1, cos/sin rows as a view
             q, k = self.rotary(q, positions), self.rotary(k, positions)
         return q, k, v
 

@@ -7,19 +7,19 @@ Two kinds of numbers come out of this module, and the book treats them different
   allocator, so the book shows them as stored results labelled with where and when they
   ran, or as live output that is not checked — never in an assertion.
 * **Counts** (:func:`memory_traffic`, :func:`rope_bytes`, :func:`attention_bias_bytes`):
-  which PyTorch operations a call runs, the tensors it allocates, and the bytes it reads and
-  writes, from the shapes alone. They are the same on every machine, so tests and chapters
-  assert them.
+  which PyTorch operations a call runs, the tensors it allocates, and the bytes it reads
+  and writes, from the shapes alone. They are the same on every machine, so tests and
+  chapters assert them.
 
 Peak memory is what a call adds on top of what was held before it:
 
 * CUDA: :func:`torch.cuda.max_memory_allocated` after resetting the peak (bytes held by
   PyTorch's caching allocator in tensors).
-* CPU (Linux): the process's peak resident set size (``VmHWM`` in ``/proc/self/status``),
-  reset through ``/proc/self/clear_refs`` before the call, minus the resident size before it.
-  Large tensors are allocated with ``mmap`` and returned to the system when freed, so this
-  follows PyTorch's large allocations; it misses small ones that reuse freed memory and sees
-  anything else the process does meanwhile.
+* CPU (Linux): the process's peak resident set size (``VmHWM`` in
+  ``/proc/self/status``), reset through ``/proc/self/clear_refs`` before the call, minus
+  the resident size before it. Large tensors are allocated with ``mmap`` and returned to
+  the system when freed, so this follows PyTorch's large allocations; it misses small
+  ones that reuse freed memory and sees anything else the process does meanwhile.
 * Anywhere else (Apple's MPS, a CPU without Linux's ``/proc``): not measured, ``None``.
 """
 
@@ -70,10 +70,10 @@ def peak_memory_bytes(
         device: where ``fn`` allocates: ``"cpu"``, a CUDA device, or any other device.
 
     Returns:
-        Bytes (int ≥ 0) on CUDA (allocator counters) and on a Linux CPU (peak resident set
-        size, see the module docstring); ``None`` where there is no counter to read:
-        Apple's MPS, other device types, a CPU without ``/proc`` (macOS, Windows). ``fn``
-        still runs once in every case.
+        Bytes (int ≥ 0) on CUDA (allocator counters) and on a Linux CPU (peak resident
+        set size, see the module docstring); ``None`` where there is no counter to read:
+        Apple's MPS, other device types, a CPU without ``/proc`` (macOS, Windows).
+        ``fn`` still runs once in every case.
 
     Example:
         >>> peak_memory_bytes(lambda: None, "meta") is None
@@ -106,9 +106,10 @@ def _synchronize(device: torch.device) -> None:
 
 @dataclass(frozen=True)
 class Measurement:
-    """One call's cost: medians over the repeats of its wall time and of the CPU time the
-    process spent in it (all threads; on a busy machine it varies less than the wall time),
-    both in seconds, and the peak memory it added in bytes (None where not measured)."""
+    """One call's cost: medians over the repeats of its wall time and of the CPU time
+    the process spent in it (all threads; on a busy machine it varies less than the wall
+    time), both in seconds, and the peak memory it added in bytes (None where not
+    measured)."""
 
     seconds: float
     cpu_seconds: float
@@ -125,7 +126,8 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     cpu_clock: Callable[[], float] = time.process_time,
 ) -> Measurement:
-    """Time ``fn`` (medians of ``repeats`` runs after ``warmup`` runs) and measure its peak memory.
+    """Time ``fn`` (medians of ``repeats`` runs after ``warmup`` runs) and measure its
+    peak memory.
 
     Wall time depends on the machine and on whatever else runs on it; CPU time less so.
 
@@ -255,13 +257,13 @@ def compare(
     }
 
 
-# ---------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------
 # Counts: deterministic, from shapes and the operations PyTorch runs
 
 
 def unique_bytes(tensor: Tensor) -> int:
-    """Bytes of the distinct elements a tensor holds: a broadcast (stride-0) dimension is
-    stored once, so ``cos[None].expand(32, -1, -1)`` counts as one ``cos``."""
+    """Bytes of the distinct elements a tensor holds: a broadcast (stride-0) dimension
+    is stored once, so ``cos[None].expand(32, -1, -1)`` counts as one ``cos``."""
     elements = math.prod(n for n, st in zip(tensor.shape, tensor.stride()) if st != 0)
     return elements * tensor.element_size()
 
@@ -288,12 +290,18 @@ class Traffic:
 
     @property
     def bytes_moved(self) -> int:
-        """Bytes read plus bytes written: the traffic if no operation found its inputs in
-        a cache (a model, but the right one for tensors larger than the caches)."""
+        """Bytes read plus bytes written: the traffic if no operation found its inputs
+        in a cache (a model, but the right one for tensors larger than the caches)."""
         return self.bytes_read + self.bytes_written
 
 
-_ALLOCATE_ONLY = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
+_ALLOCATE_ONLY = (
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+)
 
 
 class _TrafficMode(TorchDispatchMode):
@@ -313,7 +321,8 @@ class _TrafficMode(TorchDispatchMode):
         traffic.operations[name] += 1
         schema = func._schema
         write_only = {  # out= arguments: written, not read
-            a.name for a in schema.arguments
+            a.name
+            for a in schema.arguments
             if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
         }
         if name not in _ALLOCATE_ONLY:
@@ -342,18 +351,20 @@ def _tensor_bytes(value: object) -> int:
 
 
 def memory_traffic(fn: Callable[[], object]) -> Traffic:
-    """Run ``fn()`` once and count its operations, allocations and bytes read and written.
+    """Run ``fn()`` once and count its operations, allocations and bytes read and
+    written.
 
-    Every ATen operation that runs below autograd is seen (a fused kernel such as SDPA's is
-    one operation: what it keeps in registers or cache is not counted). The counts depend
-    only on the code path and the shapes, never on the machine's speed or load, so they
-    can be asserted. It is a model of memory traffic: each operation reads its tensor
-    inputs and writes its outputs once, as if nothing stayed in cache between operations.
+    Every ATen operation that runs below autograd is seen (a fused kernel such as SDPA's
+    is one operation: what it keeps in registers or cache is not counted). The counts
+    depend only on the code path and the shapes, never on the machine's speed or load,
+    so they can be asserted. It is a model of memory traffic: each operation reads its
+    tensor inputs and writes its outputs once, as if nothing stayed in cache between
+    operations.
 
     Args:
-        fn: the call to count (runs once, eagerly). It must not use higher-order operators
-            (FlexAttention, ``torch.compile``d code): PyTorch raises ``NotImplementedError``
-            for those inside a dispatch mode.
+        fn: the call to count (runs once, eagerly). It must not use higher-order
+            operators (FlexAttention, ``torch.compile``d code): PyTorch raises
+            ``NotImplementedError`` for those inside a dispatch mode.
 
     Returns:
         A :class:`Traffic`.
@@ -373,7 +384,8 @@ def memory_traffic(fn: Callable[[], object]) -> Traffic:
 def rope_bytes(
     shape: tuple[int, ...], dtype: torch.dtype, table_dtype: torch.dtype = torch.float32
 ) -> int:
-    """The bytes applying RoPE must move at least: read x, write the result, read cos/sin.
+    """The bytes applying RoPE must move at least: read x, write the result, read
+    cos/sin.
 
     The cos and sin tables are ``[seq, head_dim/2]`` each, shared by batch and heads.
 
@@ -393,7 +405,9 @@ def rope_bytes(
         130.0
     """
     if len(shape) < 2:
-        raise ValueError(f"shape must be [..., seq, head_dim], got shape={tuple(shape)}")
+        raise ValueError(
+            f"shape must be [..., seq, head_dim], got shape={tuple(shape)}"
+        )
     seq, head_dim = shape[-2], shape[-1]
     x_bytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
     table = seq * head_dim // 2 * torch.empty(0, dtype=table_dtype).element_size()
@@ -401,12 +415,17 @@ def rope_bytes(
 
 
 def attention_bias_bytes(
-    heads: int, q_len: int, k_len: int, dtype: torch.dtype = torch.float32, batch: int = 1
+    heads: int,
+    q_len: int,
+    k_len: int,
+    dtype: torch.dtype = torch.float32,
+    batch: int = 1,
 ) -> int:
-    """Bytes of an additive attention bias ``[batch, heads, q_len, k_len]`` held as a tensor.
+    """Bytes of an additive attention bias ``[batch, heads, q_len, k_len]`` held as a
+    tensor.
 
-    This is what ALiBi or T5's bias costs when it is handed to an attention kernel as a mask
-    (quadratic in the length); a kernel that computes it inside (FlexAttention's
+    This is what ALiBi or T5's bias costs when it is handed to an attention kernel as a
+    mask (quadratic in the length); a kernel that computes it inside (FlexAttention's
     ``score_mod``) holds none of it.
 
     Raises:
@@ -425,24 +444,26 @@ def attention_bias_bytes(
     return batch * heads * q_len * k_len * itemsize
 
 
-# ---------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------
 # Other ways to write RoPE, to compare the library's kernel with
 
 
 def rope_rotate_half_naive(x: Tensor, cos_full: Tensor, sin_full: Tensor) -> Tensor:
     """RoPE as many tutorials write it: ``x · cos + rotate_half(x) · sin``.
 
-    ``rotate_half(x) = cat(−x₂, x₁)`` for the halves x₁, x₂ of the last dimension; cos and
-    sin are stored full width (each angle twice), as in Hugging Face's Llama. Equal to
-    :func:`~posenc_lib.encodings.rope.apply_rope` (rotate-half convention) up to rounding,
-    but it creates five temporaries: the negation, the concatenation, two products, the sum.
+    ``rotate_half(x) = cat(−x₂, x₁)`` for the halves x₁, x₂ of the last dimension; cos
+    and sin are stored full width (each angle twice), as in Hugging Face's Llama. Equal
+    to :func:`~posenc_lib.encodings.rope.apply_rope` (rotate-half convention) up to
+    rounding, but it creates five temporaries: the negation, the concatenation, two
+    products, the sum.
 
     Args:
         x: ``[..., seq, d]``, float.
         cos_full, sin_full: ``[seq, d]`` (``cat(cos, cos)``), broadcastable against x.
 
     Returns:
-        Tensor with x's shape; float arithmetic in the promoted dtype of x and the tables.
+        Tensor with x's shape; float arithmetic in the promoted dtype of x and the
+        tables.
     """
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
@@ -453,8 +474,9 @@ def rope_complex(x: Tensor, rotations: Tensor) -> Tensor:
     """RoPE as a complex multiplication (Su et al. 2021, eq. 34; Meta's Llama code).
 
     Adjacent pairs (2i, 2i+1) of x are read as complex numbers x_{2i} + i·x_{2i+1} and
-    multiplied by e^{i p θ_i}: one elementwise product, one read of x and one write. This is
-    the *interleaved* convention: it equals ``apply_rope(x, positions, interleaved=True)``.
+    multiplied by e^{i p θ_i}: one elementwise product, one read of x and one write.
+    This is the *interleaved* convention: it equals ``apply_rope(x, positions,
+    interleaved=True)``.
 
     Args:
         x: ``[..., seq, d]``, float32 or float64, with a contiguous last dimension.
@@ -464,27 +486,29 @@ def rope_complex(x: Tensor, rotations: Tensor) -> Tensor:
         Tensor with x's shape and dtype.
     """
     pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # (..., seq, d/2) complex
-    return torch.view_as_real(pairs * rotations).flatten(-2)  # (..., seq, d/2, 2) -> (..., seq, d)
+    rotated = torch.view_as_real(pairs * rotations)  # (..., seq, d/2, 2)
+    return rotated.flatten(-2)  # (..., seq, d)
 
 
 def alibi_attention_folded_keys(
     q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None
 ) -> Tensor:
-    """Causal ALiBi through SDPA's plain causal kernel: the bias moved into the dot product.
+    """Causal ALiBi through SDPA's plain causal kernel: the bias moved into the dot
+    product.
 
     Under a causal mask, −m_h (t − s) and +m_h s give the same attention: they differ by
-    −m_h t, a constant in each query's row, and a softmax ignores such constants (Press et
-    al. 2022 build their bias this way). The term m_h s is a dot product: append a 1 to
-    every query and m_h s √D to every key, fix SDPA's scale at 1/√D, and the extra
+    −m_h t, a constant in each query's row, and a softmax ignores such constants (Press
+    et al. 2022 build their bias this way). The term m_h s is a dot product: append a 1
+    to every query and m_h s √D to every key, fix SDPA's scale at 1/√D, and the extra
     dimension adds exactly m_h s to each score. v gets a zero column so that all head
     widths agree (the CPU's fused kernel wants that), which is cut off afterwards. No
     ``[H, L, L]`` tensor exists, and the kernel skips the blocks above the diagonal.
 
     The price is precision: the key column grows to m_h s √D (2 500 for m_h = 1/4,
-    s = 2047, D = 24), and q·k is added to it in float32, so the scores lose about
-    log2(2500) bits against the mask form; in bfloat16 (8 significant bits) the column
-    rounds away the differences between neighbouring keys altogether. The library does not
-    use it for that reason; the cost chapter measures both.
+    s = 2047, D = 24), and q·k is added to it in float32, so each score is rounded
+    relative to the column's size rather than its own; in bfloat16 (8 significant bits)
+    the column rounds away the differences between neighbouring keys altogether. The library does
+    not use it for that reason; the cost chapter measures both.
 
     Args:
         q, k, v: ``[B, H, L, D]``, the same L (self-attention).
@@ -494,7 +518,8 @@ def alibi_attention_folded_keys(
         ``[B, H, L, D]``, q's dtype.
 
     Raises:
-        ValueError: for q, k, v that are not 4-D with equal lengths, or slopes not ``[H]``.
+        ValueError: for q, k, v that are not 4-D with equal lengths, or slopes not
+            ``[H]``.
     """
     from posenc_lib.encodings.alibi import alibi_slopes
 
@@ -506,13 +531,17 @@ def alibi_attention_folded_keys(
     batch, heads, length, head_dim = q.shape
     slopes = alibi_slopes(heads) if slopes is None else slopes
     if slopes.shape != (heads,):
-        raise ValueError(f"slopes must be [heads={heads}], got shape {tuple(slopes.shape)}")
+        raise ValueError(
+            f"slopes must be [heads={heads}], got shape {tuple(slopes.shape)}"
+        )
     positions = torch.arange(length, device=q.device, dtype=torch.float32)
     column = slopes.to(q.device)[:, None] * positions * math.sqrt(head_dim)  # (H, L)
     column = column[None, :, :, None].expand(batch, heads, length, 1).to(k.dtype)
     ones = torch.ones(batch, heads, length, 1, device=q.device, dtype=q.dtype)
     zeros = torch.zeros(batch, heads, length, 1, device=v.device, dtype=v.dtype)
-    q1, k1, v1 = torch.cat([q, ones], -1), torch.cat([k, column], -1), torch.cat([v, zeros], -1)
+    q1 = torch.cat([q, ones], -1)  # (B, H, L, D + 1)
+    k1 = torch.cat([k, column], -1)
+    v1 = torch.cat([v, zeros], -1)
     out = torch.nn.functional.scaled_dot_product_attention(
         q1, k1, v1, is_causal=True, scale=1 / math.sqrt(head_dim)
     )  # (B, H, L, D + 1)
@@ -532,14 +561,16 @@ def environment(device: torch.device | str = "cpu") -> dict:
 
 
 def load_stored_benchmark(name: str) -> dict:
-    """A benchmark run stored as ``results/benchmarks/NAME.json`` by ``python -m benchmarks``.
+    """A benchmark run stored as ``results/benchmarks/NAME.json`` by ``python -m
+    benchmarks``.
 
     Args:
         name: the file's stem, e.g. ``"rope-cpu-20261201T001500Z"``.
 
     Returns:
-        The record: ``suite``, ``command``, ``label``, ``config``, ``environment`` (where and
-        when it ran), ``load_average_end`` and ``rows`` (one dict per measurement).
+        The record: ``suite``, ``command``, ``label``, ``config``, ``environment``
+            (where and when it ran), ``load_average_end`` and ``rows`` (one dict per
+            measurement).
 
     Raises:
         ValueError: for a name with a path separator.
@@ -548,28 +579,39 @@ def load_stored_benchmark(name: str) -> dict:
     from posenc_lib.stored import stored_results_dir  # late: stored imports experiments
 
     if "/" in name or "\\" in name:
-        raise ValueError(f"name must be a file stem in results/benchmarks, got name={name!r}")
+        raise ValueError(
+            f"name must be a file stem in results/benchmarks, got name={name!r}"
+        )
     path = stored_results_dir("benchmarks") / f"{name}.json"
     if not path.exists():
-        raise FileNotFoundError(f"no stored benchmark {path}; run `python -m benchmarks`")
+        raise FileNotFoundError(
+            f"no stored benchmark {path}; run `python -m benchmarks`"
+        )
     return json.loads(path.read_text())
 
 
 def benchmark_label(record: dict) -> str:
-    """One line saying where and when a stored benchmark ran, e.g. ``"rope suite, cpu (AMD
-    EPYC, 2 threads), torch 2.13.0+cpu, commit 1a2b3c4, 2026-12-01 00:15 UTC, load average
-    16.1 → 17.9"``."""
+    """One line saying where and when a stored benchmark ran, e.g. ``"rope suite, cpu
+    (AMD EPYC, 2 threads), torch 2.13.0+cpu, commit 1a2b3c4, 2026-12-01 00:15 UTC, load
+    average 16.1 → 17.9"``."""
     env = record["environment"]
-    device = env["device"] if env["device_type"] != "cpu" else f"cpu ({env.get('cpu_model')}"
+    device = (
+        env["device"] if env["device_type"] != "cpu" else f"cpu ({env.get('cpu_model')}"
+    )
     if env["device_type"] == "cpu":
         device += f", {env['torch_threads']} threads)"
-    commit = str(env.get("git_commit"))[:7] + (" + local changes" if env.get("git_dirty") else "")
+    commit = str(env.get("git_commit"))[:7] + (
+        " + local changes" if env.get("git_dirty") else ""
+    )
     load = ""
     if env.get("load_average") and record.get("load_average_end"):
-        load = f", load average {env['load_average'][0]:.1f} → {record['load_average_end'][0]:.1f}"
+        start, end = env["load_average"][0], record["load_average_end"][0]
+        load = f", load average {start:.1f} → {end:.1f}"
     when = env["date_utc"][:16].replace("T", " ")
-    return (f"{record['suite']} suite, {device}, torch {env['torch_version']}, commit {commit}, "
-            f"{when} UTC{load}")
+    return (
+        f"{record['suite']} suite, {device}, torch {env['torch_version']}, "
+        f"commit {commit}, {when} UTC{load}"
+    )
 
 
 def _cpu_model() -> str | None:

@@ -20,11 +20,11 @@ Command line::
 
 Scale-out. The runs are independent, so a sweep splits into shards that run anywhere at
 once: ``--shard K/N`` (1 ≤ K ≤ N) takes runs K−1, K−1+N, K−1+2N, … of the plan, so the N
-shards together hold every run exactly once (:func:`shard_runs`). Any scheduler that starts N
-copies of a command — a Slurm job array, a Kubernetes indexed Job, a CI matrix, one process
-per GPU — runs one shard each into a shared results folder; the atomic writes, the resumption
-and the refusal to overwrite a different configuration make that safe. A Slurm array of four
-GPU jobs, then the table once they are done::
+shards together hold every run exactly once (:func:`shard_runs`). Any scheduler that
+starts N copies of a command — a Slurm job array, a Kubernetes indexed Job, a CI matrix,
+one process per GPU — runs one shard each into a shared results folder; the atomic
+writes, the resumption and the refusal to overwrite a different configuration make that
+safe. A Slurm array of four GPU jobs, then the table once they are done::
 
     #!/bin/bash
     #SBATCH --array=1-4
@@ -167,7 +167,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def shard_runs(runs: Sequence[RunSpec], shard: int, num_shards: int) -> list[RunSpec]:
-    """The runs of shard ``shard`` of ``num_shards``: every N-th run of the plan, from K − 1.
+    """The runs of shard K = ``shard`` of N = ``num_shards``: runs K − 1, K − 1 + N, …
 
     Round robin over the plan's order (L_train, then seed, then scheme), so shard sizes
     differ by at most one run, and the same plan always gives the same split: shards
@@ -186,7 +186,9 @@ def shard_runs(runs: Sequence[RunSpec], shard: int, num_shards: int) -> list[Run
         ['sinusoidal-Ltrain128-seed0', 't5-Ltrain128-seed0']
     """
     if not 1 <= shard <= num_shards:
-        raise ValueError(f"need 1 <= shard <= num_shards, got shard={shard}, num_shards={num_shards}")
+        raise ValueError(
+            f"need 1 <= shard <= num_shards, got shard={shard}, num_shards={num_shards}"
+        )
     return list(runs)[shard - 1 :: num_shards]
 
 

@@ -1,5 +1,5 @@
-"""benchmark: the contracts of the measuring functions (on fake clocks and counters, never on
-live time or memory), and the deterministic counts of operations and bytes."""
+"""benchmark: the contracts of the measuring functions (on fake clocks and counters,
+never on live time or memory), and the deterministic counts of operations and bytes."""
 
 import itertools
 
@@ -80,11 +80,19 @@ def test_measure_takes_medians_of_the_repeats(fake_rss) -> None:
     wall = FakeClock([0, 3, 0, 1, 0, 2])  # three runs: 3, 1, 2 s
     cpu = FakeClock([0, 6, 0, 2, 0, 4])
     calls = []
-    result = measure(lambda: calls.append(1), repeats=3, warmup=2, clock=wall, cpu_clock=cpu)
+    result = measure(
+        lambda: calls.append(1), repeats=3, warmup=2, clock=wall, cpu_clock=cpu
+    )
     assert (result.seconds, result.cpu_seconds, result.peak_bytes) == (2.0, 4.0, 0)
     assert len(calls) == 2 + 3 + 1  # warm-up, timed runs, one run for the peak
-    quick = measure(lambda: None, repeats=1, warmup=0, memory=False,
-                    clock=FakeClock([0, 1]), cpu_clock=FakeClock([0, 1]))
+    quick = measure(
+        lambda: None,
+        repeats=1,
+        warmup=0,
+        memory=False,
+        clock=FakeClock([0, 1]),
+        cpu_clock=FakeClock([0, 1]),
+    )
     assert quick.peak_bytes is None
     with pytest.raises(ValueError, match="repeats"):
         measure(lambda: None, repeats=0)
@@ -100,12 +108,20 @@ def test_compare_interleaves_and_rotates_the_order() -> None:
     # each timed call reads the clock twice; its duration is the second step
     for name in ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]:
         clock_steps += [0.0, durations[name]]
-    cpu_steps = [step / 2 for step in clock_steps]  # the process ran half of the wall time
-    timings = compare(variants, repeats=3, warmup=1, clock=FakeClock(clock_steps),
-                      cpu_clock=FakeClock(cpu_steps))
+    # the process ran for half of the wall time
+    cpu_steps = [step / 2 for step in clock_steps]
+    timings = compare(
+        variants,
+        repeats=3,
+        warmup=1,
+        clock=FakeClock(clock_steps),
+        cpu_clock=FakeClock(cpu_steps),
+    )
     assert order == list("abc" "bca" "cab" "abc")  # warm-up round, then rotated rounds
     assert {n: t.median for n, t in timings.items()} == durations
-    assert {n: t.cpu_median for n, t in timings.items()} == {n: d / 2 for n, d in durations.items()}
+    assert {n: t.cpu_median for n, t in timings.items()} == {
+        n: d / 2 for n, d in durations.items()
+    }
     assert list(timings) == ["a", "b", "c"]
     with pytest.raises(ValueError, match="variants"):
         compare({})
@@ -116,7 +132,10 @@ def test_timing_quartiles() -> None:
     assert (timing.median, timing.low, timing.high) == (3.0, 2.0, 4.0)
     assert timing.samples == (5.0, 1.0, 3.0, 2.0, 4.0)
     assert Timing.of([7.0]).low == Timing.of([7.0]).high == 7.0
-    assert timing.cpu_median is None and Timing.of([1.0, 3.0], [0.5, 1.0]).cpu_median == 0.75
+    assert (
+        timing.cpu_median is None
+        and Timing.of([1.0, 3.0], [0.5, 1.0]).cpu_median == 0.75
+    )
 
 
 def test_unique_bytes_counts_a_broadcast_once() -> None:
@@ -130,14 +149,22 @@ def test_memory_traffic_counts_operations_and_bytes() -> None:
     x = torch.ones(1000)
     clone = memory_traffic(lambda: x.clone())
     assert dict(clone.operations) == {"clone": 1}
-    assert (clone.bytes_read, clone.bytes_written, clone.bytes_allocated) == (4000, 4000, 4000)
+    assert (clone.bytes_read, clone.bytes_written, clone.bytes_allocated) == (
+        4000,
+        4000,
+        4000,
+    )
     assert clone.bytes_moved == 8000 and clone.allocations == 1
 
     out = torch.empty(1000)
     into = memory_traffic(lambda: torch.mul(x, x, out=out))  # out= is written, not read
     assert (into.bytes_read, into.bytes_written, into.allocations) == (8000, 4000, 0)
     in_place = memory_traffic(lambda: out.add_(x))  # in place: self is read and written
-    assert (in_place.bytes_read, in_place.bytes_written, in_place.allocations) == (8000, 4000, 0)
+    assert (in_place.bytes_read, in_place.bytes_written, in_place.allocations) == (
+        8000,
+        4000,
+        0,
+    )
     views = memory_traffic(lambda: x.view(10, 100).t()[0])
     assert views.bytes_moved == 0 and not views.operations
     empty = memory_traffic(lambda: torch.empty(1000))
@@ -148,17 +175,25 @@ def _rope_inputs(seq=64, head_dim=16, heads=3):
     torch.manual_seed(0)
     x = torch.randn(2, heads, seq, head_dim)
     positions = torch.arange(seq)
-    angles = positions.float()[:, None] * rope_inverse_frequencies(head_dim)  # (seq, d/2)
+    angles = positions.float()[:, None] * rope_inverse_frequencies(
+        head_dim
+    )  # (seq, d/2)
     return x, positions, angles
 
 
 def test_reference_forms_equal_apply_rope() -> None:
     x, positions, angles = _rope_inputs()
     cos, sin = angles.cos(), angles.sin()
-    naive = rope_rotate_half_naive(x, torch.cat([cos, cos], -1), torch.cat([sin, sin], -1))
+    naive = rope_rotate_half_naive(
+        x, torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    )
     assert torch.allclose(naive, apply_rope(x, positions), atol=1e-6)
     rotations = torch.polar(torch.ones_like(angles), angles)
-    assert torch.allclose(rope_complex(x, rotations), apply_rope(x, positions, interleaved=True), atol=1e-6)
+    assert torch.allclose(
+        rope_complex(x, rotations),
+        apply_rope(x, positions, interleaved=True),
+        atol=1e-6,
+    )
 
 
 def test_rope_traffic_library_against_naive() -> None:
@@ -184,7 +219,9 @@ def test_rope_traffic_library_against_naive() -> None:
 
 def test_bytes_formulas() -> None:
     assert rope_bytes((1, 32, 4096, 128), torch.float32) == 130 * 2**20
-    assert rope_bytes((4096, 128), torch.bfloat16) == 2 * 4096 * 128 * 2 + 4096 * 128 * 4
+    assert (
+        rope_bytes((4096, 128), torch.bfloat16) == 2 * 4096 * 128 * 2 + 4096 * 128 * 4
+    )
     assert attention_bias_bytes(4, 4096, 4096) == 256 * 2**20
     assert attention_bias_bytes(4, 10, 20, torch.bfloat16, batch=3) == 3 * 4 * 200 * 2
     with pytest.raises(ValueError, match="shape"):
@@ -211,13 +248,19 @@ def test_alibi_folded_into_keys_equals_the_mask_up_to_its_precision() -> None:
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 300, 16) for _ in range(3))
-    reference = attend(q.double(), k.double(), v.double(), alibi_bias(4, 300, 300, dtype=torch.float64))
+    reference = attend(
+        q.double(), k.double(), v.double(), alibi_bias(4, 300, 300, dtype=torch.float64)
+    )
     folded = alibi_attention_folded_keys(q, k, v)
     masked = attend(q, k, v, alibi_bias(4, 300, 300))
     assert (folded.double() - reference).abs().max() < 1e-4
     traffic = memory_traffic(lambda: alibi_attention_folded_keys(q, k, v))
-    assert traffic.operations["_scaled_dot_product_flash_attention_for_cpu"] == 1  # fused, causal
-    assert traffic.bytes_allocated < attention_bias_bytes(4, 300, 300)  # no [H, L, L] tensor
+    assert (
+        traffic.operations["_scaled_dot_product_flash_attention_for_cpu"] == 1
+    )  # fused, causal
+    assert traffic.bytes_allocated < attention_bias_bytes(
+        4, 300, 300
+    )  # no [H, L, L] tensor
     assert (masked.double() - reference).abs().max() < 1e-5
     with pytest.raises(ValueError, match="slopes"):
         alibi_attention_folded_keys(q, k, v, torch.ones(3))
@@ -231,11 +274,19 @@ def test_stored_benchmark_loader_and_label(tmp_path, monkeypatch) -> None:
 
     (tmp_path / "benchmarks").mkdir()
     record = {
-        "suite": "rope", "rows": [],
-        "environment": {"device": "cpu", "device_type": "cpu", "cpu_model": "AMD EPYC",
-                        "torch_threads": 2, "git_commit": "0123456789abcdef", "git_dirty": False,
-                        "torch_version": "2.13.0+cpu", "date_utc": "2026-12-01T00:15:09+00:00",
-                        "load_average": [16.14, 1.0, 1.0]},
+        "suite": "rope",
+        "rows": [],
+        "environment": {
+            "device": "cpu",
+            "device_type": "cpu",
+            "cpu_model": "AMD EPYC",
+            "torch_threads": 2,
+            "git_commit": "0123456789abcdef",
+            "git_dirty": False,
+            "torch_version": "2.13.0+cpu",
+            "date_utc": "2026-12-01T00:15:09+00:00",
+            "load_average": [16.14, 1.0, 1.0],
+        },
         "load_average_end": [17.94, 1.0, 1.0],
     }
     (tmp_path / "benchmarks" / "rope-cpu-x.json").write_text(json.dumps(record))
@@ -244,7 +295,8 @@ def test_stored_benchmark_loader_and_label(tmp_path, monkeypatch) -> None:
     assert loaded == record
     assert benchmark_label(loaded) == (
         "rope suite, cpu (AMD EPYC, 2 threads), torch 2.13.0+cpu, commit 0123456, "
-        "2026-12-01 00:15 UTC, load average 16.1 → 17.9")
+        "2026-12-01 00:15 UTC, load average 16.1 → 17.9"
+    )
     with pytest.raises(FileNotFoundError, match="python -m benchmarks"):
         load_stored_benchmark("missing")
     with pytest.raises(ValueError, match="file stem"):

@@ -1,5 +1,7 @@
 """The benchmark suite (benchmarks/) runs end to end from its one command and stores its
-results with provenance. A smoke test: one repeat, the quick sizes, nothing timed is checked."""
+results with provenance. A smoke test: one repeat, the quick sizes, nothing timed is
+checked.
+"""
 
 import json
 from pathlib import Path
@@ -8,8 +10,22 @@ from benchmarks.__main__ import main
 
 
 def test_every_suite_runs_and_saves_json(tmp_path: Path, capsys) -> None:
-    argv = ["all", "--quick", "--repeats", "1", "--warmup", "0", "--no-compile",
-            "--no-progress", "--device", "cpu", "--out", str(tmp_path), "--label", "smoke"]
+    argv = [
+        "all",
+        "--quick",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--no-compile",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+        "--label",
+        "smoke",
+    ]
     assert main(argv) == 0
     files = sorted(tmp_path.glob("*.json"))
     assert [f.name.split("-")[0] for f in files] == ["attention", "model", "rope"]
@@ -23,4 +39,8 @@ def test_every_suite_runs_and_saves_json(tmp_path: Path, capsys) -> None:
     assert "RoPE application" in printed and "tokens/s" in printed
     rope = json.loads(files[2].read_text())
     variants = {row["variant"] for row in rope["rows"]}
-    assert {"naive rotate-half", "posenc_lib apply_rope", "copy (x.clone())"} <= variants
+    assert {
+        "naive rotate-half",
+        "posenc_lib apply_rope",
+        "copy (x.clone())",
+    } <= variants

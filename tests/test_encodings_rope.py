@@ -218,12 +218,16 @@ def test_rotation_gradient_is_the_inverse_rotation(interleaved: bool) -> None:
     # float64 so gradcheck's finite differences are exact enough
     x = torch.randn(2, 3, 5, 8, dtype=torch.float64, requires_grad=True)
     positions = torch.arange(5) * 7
-    assert torch.autograd.gradcheck(lambda t: apply_rope(t, positions, interleaved=interleaved), (x,))
+
+    def rotate(t: torch.Tensor) -> torch.Tensor:
+        return apply_rope(t, positions, interleaved=interleaved)
+
+    assert torch.autograd.gradcheck(rotate, (x,))
     rope = RotaryEmbedding(8, interleaved=interleaved)
     assert torch.autograd.gradcheck(lambda t: rope(t, positions), (x,))
     # R is orthogonal: the backward of a rotation by p·θ is the rotation by −p·θ
     grad = torch.randn(2, 3, 5, 8, dtype=torch.float64)
-    (x_grad,) = torch.autograd.grad(apply_rope(x, positions, interleaved=interleaved), x, grad)
+    (x_grad,) = torch.autograd.grad(rotate(x), x, grad)
     assert torch.allclose(x_grad, apply_rope(grad, -positions, interleaved=interleaved))
 
 
@@ -246,7 +250,8 @@ def test_bf16_rotation_is_computed_in_float32() -> None:
     x = torch.randn(1, 2, 512, 64).to(torch.bfloat16)
     positions = torch.arange(512) + 60_000
     out = apply_rope(x, positions)
-    reference = apply_rope(x.double(), positions).to(torch.bfloat16)  # float32 angles, exact sums
+    # float32 angles, float64 products and sums, one rounding to bfloat16
+    reference = apply_rope(x.double(), positions).to(torch.bfloat16)
     assert out.dtype == torch.bfloat16
     # one bf16 rounding of the float32 result: equal to the reference almost everywhere
     assert (out == reference).float().mean() > 0.99
@@ -260,6 +265,7 @@ def test_default_positions_equal_arange_without_a_lookup(rotary_dim) -> None:
     x = torch.randn(2, 3, 9, 8)
     assert torch.equal(rope(x), rope(x, torch.arange(9)))
     if rotary_dim is None:  # the rotation kernel alone: one new tensor, no gathers
-        assert set(memory_traffic(lambda: rope(x)).operations) == {"empty", "mul", "addcmul_"}
+        operations = memory_traffic(lambda: rope(x)).operations
+        assert set(operations) == {"empty", "mul", "addcmul_"}
     with pytest.raises(ValueError, match="head_dim"):
         rope(torch.randn(9, 6))

@@ -176,12 +176,14 @@ def test_shards_together_run_every_run_exactly_once(tmp_path, monkeypatch) -> No
         calls.clear()
         out = tmp_path / f"n{num_shards}"
         for shard in range(1, num_shards + 1):
-            argv = ["sweep", "--config", "tiny", "--seeds", "0", "1", "2", "--out", str(out),
-                    "--device", "cpu", "--no-progress", "--shard", f"{shard}/{num_shards}"]
+            argv = ["sweep", "--config", "tiny", "--seeds", "0", "1", "2",
+                    "--out", str(out), "--device", "cpu", "--no-progress",
+                    "--shard", f"{shard}/{num_shards}"]
             assert experiments.main(argv) == 0
         assert sorted(calls) == sorted(plan) and len(calls) == len(set(calls))
         assert sorted(p.stem for p in out.glob("*.json")) == sorted(plan)
-    sizes = [len(experiments.shard_runs(plan_sweep(TINY, seeds=[0, 1, 2]), k, 4)) for k in range(1, 5)]
+    plan = plan_sweep(TINY, seeds=[0, 1, 2])
+    sizes = [len(experiments.shard_runs(plan, k, 4)) for k in range(1, 5)]
     assert sizes == [5, 5, 4, 4]  # round robin: sizes differ by at most one
 
 
