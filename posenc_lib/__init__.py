@@ -13,7 +13,7 @@ Notation used for tensor shapes (as in the docstrings and the comments at each r
 """
 
 from posenc_lib.alibi_attention import alibi_attention
-from posenc_lib.attention import SelfAttention, attend, causal_mask
+from posenc_lib.attention import SelfAttention, attend, causal_mask, score_mask
 from posenc_lib.attention_maps import attention_probabilities, mean_attention_distance
 from posenc_lib.cache import train_cached
 from posenc_lib.data import Corpus, bytes_to_tokens, load_corpus, sample_batch, tokens_to_text
@@ -74,6 +74,7 @@ __all__ = [
     "positions_from_mask",
     "rope_inverse_frequencies",
     "sample_batch",
+    "score_mask",
     "sinusoidal_encoding",
     "t5_relative_position_bucket",
     "tokens_to_text",

@@ -53,6 +53,8 @@ def attention_probabilities(model: TransformerLM, tokens: Tensor, layer: int) ->
     x, *rest = captured["args"]
     kwargs = captured["kwargs"]
     bias = rest[0] if rest else kwargs.get("bias")
+    if bias is None:  # the model passes its finished score mask instead of a bias; the
+        bias = kwargs.get("mask")  # causal part is added again: −inf stays −inf
     positions = rest[1] if len(rest) > 1 else kwargs.get("positions")
     return attn.probabilities(x, bias, positions)  # (B, H, T, T)
 

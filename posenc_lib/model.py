@@ -12,7 +12,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from posenc_lib.attention import SelfAttention
+from posenc_lib.attention import SelfAttention, score_mask
 from posenc_lib.encodings import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -21,6 +21,7 @@ from posenc_lib.encodings import (
     alibi_slopes,
     positions_from_mask,
     sinusoidal_encoding,
+    t5_relative_position_bucket,
 )
 from posenc_lib.encodings.learned import DEFAULT_INIT_STD
 from posenc_lib.encodings.positions import check_positions
@@ -107,8 +108,14 @@ class Block(nn.Module):
         hidden = config.mlp_ratio * config.d_model
         self.mlp = nn.Sequential(nn.Linear(config.d_model, hidden), nn.GELU(), nn.Linear(hidden, config.d_model))
 
-    def forward(self, x: Tensor, bias: Tensor | None, positions: Tensor | None = None) -> Tensor:
-        x = x + self.attn(self.norm1(x), bias, positions)
+    def forward(
+        self,
+        x: Tensor,
+        bias: Tensor | None,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        x = x + self.attn(self.norm1(x), bias, positions, mask=mask)
         return x + self.mlp(self.norm2(x))
 
 
@@ -148,6 +155,12 @@ class TransformerLM(nn.Module):
         self.final_norm = nn.LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self._sinusoidal_cache = torch.empty(0, c.d_model)
+        # ALiBi's score mask for the last (length, device, dtype) seen: it depends on
+        # nothing else, so evaluation and training reuse it instead of rebuilding it
+        # every call
+        self._alibi_mask: tuple[tuple, Tensor] | None = None
+        # T5's bucket of every (query, key) pair for the last (length, device) seen
+        self._t5_buckets: tuple[tuple, Tensor] | None = None
 
     @property
     def max_length(self) -> int | None:
@@ -207,6 +220,66 @@ class TransformerLM(nn.Module):
         padding = padding[:, None]  # (B, 1, T, S)
         return padding if bias is None else bias + padding
 
+    def score_mask(
+        self,
+        seq: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        positions: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> Tensor | None:
+        """The additive mask every layer hands to SDPA: :meth:`attention_bias` folded
+        with the causal mask, ``[B | 1, H | 1, T, T]`` in ``dtype`` (None for a plain
+        causal model).
+
+        Built once per forward pass and shared by all layers, instead of adding the bias
+        and the causal mask again in each. For ALiBi at the default positions the mask
+        depends only on (T, device, dtype), so the last one is kept and reused across
+        calls: an evaluation at one length builds it once (Press et al. 2022 fold ALiBi
+        into the causal mask the same way). T5's bias is learned and changes every
+        training step, so it is built per forward pass.
+        """
+        default_positions = positions is None and attention_mask is None
+        causal_t5 = self.t5_bias is not None and not self.t5_bias.bidirectional
+        if causal_t5 and default_positions:
+            return self._t5_score_mask(seq, device, dtype)
+        cacheable = self.config.position == "alibi" and default_positions
+        key = (seq, device, dtype)
+        if cacheable and self._alibi_mask is not None and self._alibi_mask[0] == key:
+            return self._alibi_mask[1]
+        bias = self.attention_bias(seq, device, positions, attention_mask)
+        mask = score_mask(bias, seq, seq, device=device, dtype=dtype)
+        if cacheable:
+            self._alibi_mask = (key, mask)
+        return mask
+
+    def _t5_score_mask(
+        self, seq: int, device: torch.device, dtype: torch.dtype
+    ) -> Tensor:
+        """T5's causal score mask ``[1, H, T, T]`` in one lookup.
+
+        Every (query t, key s) pair has a bucket that depends on s − t only, so the
+        buckets are kept per length; the keys after t get one more bucket, whose bias is
+        −inf. The mask is then the learned table, with that row added, read at the
+        buckets: the same values as the bias plus the causal mask, built in one pass
+        instead of several, and the table still gets its gradient (the lookup is
+        differentiable).
+        """
+        t5 = self.t5_bias
+        if self._t5_buckets is None or self._t5_buckets[0] != (seq, device):
+            positions = torch.arange(seq, device=device)
+            relative = positions[None, :] - positions[:, None]  # (T, S): s − t
+            buckets = t5_relative_position_bucket(
+                relative, num_buckets=t5.num_buckets, max_distance=t5.max_distance
+            )
+            future = t5.num_buckets  # the extra bucket, for keys after the query
+            buckets = buckets.masked_fill(relative > 0, future).to(torch.int32)
+            self._t5_buckets = ((seq, device), buckets)
+        weight = t5.bias.weight  # (buckets, H)
+        never = weight.new_full((1, weight.shape[1]), float("-inf"))
+        table = torch.cat([weight, never]).to(dtype).t()  # (H, buckets + 1)
+        return table[:, self._t5_buckets[1]][None]  # (1, H, T, S)
+
     def forward(self, tokens: Tensor, positions: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
         """Logits ``[B, T, V]`` for integer ``tokens`` ``[B, T]``.
 
@@ -253,7 +326,11 @@ class TransformerLM(nn.Module):
         elif self.config.position == "sinusoidal":
             p = torch.arange(seq, device=x.device) if positions is None else positions
             x = x + self._sinusoidal(p, x.device, x.dtype)  # (T, C) or (B, T, C) broadcasts over B
-        bias = self.attention_bias(seq, x.device, positions, attention_mask)
+        # q's dtype in attention: autocast's when it is on (bf16 on a GPU), else x's
+        dtype = x.dtype
+        if torch.is_autocast_enabled(x.device.type):
+            dtype = torch.get_autocast_dtype(x.device.type)
+        mask = self.score_mask(seq, x.device, dtype, positions, attention_mask)
         for block in self.blocks:
-            x = block(x, bias, positions)
+            x = block(x, None, positions, mask=mask)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
