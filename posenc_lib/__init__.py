@@ -19,6 +19,7 @@ from posenc_lib.cache import train_cached
 from posenc_lib.data import Corpus, bytes_to_tokens, load_corpus, sample_batch, tokens_to_text
 from posenc_lib.device import device_name, pick_device
 from posenc_lib.encodings import (
+    ROPE_TYPES,
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     T5RelativePositionBias,
@@ -27,8 +28,10 @@ from posenc_lib.encodings import (
     alibi_slopes,
     apply_rope,
     interleaved_to_half_permutation,
+    normalize_rope_scaling,
     positions_from_mask,
     rope_inverse_frequencies,
+    rope_scaled_frequencies,
     sinusoidal_encoding,
     t5_relative_position_bucket,
 )
@@ -41,6 +44,7 @@ from posenc_lib.train import TrainConfig, TrainRecord, train
 __version__ = "0.1.0"
 
 __all__ = [
+    "ROPE_TYPES",
     "SCALES",
     "SCHEMES",
     "Scale",
@@ -70,9 +74,11 @@ __all__ = [
     "load_corpus",
     "load_sotu",
     "mean_attention_distance",
+    "normalize_rope_scaling",
     "pick_device",
     "positions_from_mask",
     "rope_inverse_frequencies",
+    "rope_scaled_frequencies",
     "sample_batch",
     "sinusoidal_encoding",
     "t5_relative_position_bucket",
