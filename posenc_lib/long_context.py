@@ -124,7 +124,11 @@ def plan(methods: Sequence[str], num_tokens: int, block: int, factor: float | No
 
 def _layer_progress(model: torch.nn.Module, bar: tqdm) -> list:
     """Forward hooks that advance ``bar`` once per decoder layer (a long pass shows progress)."""
-    return [layer.register_forward_hook(lambda *_: bar.update(1)) for layer in model.model.layers]
+
+    def advance(*_) -> None:  # a forward hook must return None, or it replaces the layer's output
+        bar.update(1)
+
+    return [layer.register_forward_hook(advance) for layer in model.model.layers]
 
 
 def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor, *,

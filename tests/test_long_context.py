@@ -65,7 +65,7 @@ def test_plan_defaults_the_factor_to_length_over_trained_context() -> None:
 
 def test_runs_write_files_resume_and_refuse_other_configs(tmp_path, fake_model) -> None:
     runs = plan(["none", "yarn"], 200, 64, factor=2.0)
-    results = lc.run_long_context(runs, tmp_path, device="cpu", progress=False)
+    results = lc.run_long_context(runs, tmp_path, device="cpu", progress=True)  # bars: stderr
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["none-200.json", "yarn-200.json"]
     first = results[0]
     assert [b["first_position"] for b in first["blocks"]] == [0, 64, 128, 192]
@@ -74,8 +74,10 @@ def test_runs_write_files_resume_and_refuse_other_configs(tmp_path, fake_model) 
     assert results[1]["rope_scaling"]["rope_type"] == "yarn"
     assert fake_model["loads"] == 1
 
+    quiet = lc.run_long_context(plan(["none"], 200, 64, factor=2.0), tmp_path / "quiet", progress=False)
+    assert quiet[0]["blocks"] == first["blocks"]  # the progress hooks do not change the result
     again = lc.run_long_context(runs, tmp_path, device="cpu", progress=False)
-    assert fake_model["loads"] == 1 and again == results  # nothing left to do: no load
+    assert fake_model["loads"] == 2 and again == results  # nothing left to do: no third load
     assert lc.load_long_context_results(tmp_path) == results
 
     with pytest.raises(FileExistsError, match="different configuration"):
