@@ -88,21 +88,26 @@ def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, pro
 
 
 def fine_tune_cache_key(config: FineTuneConfig, device: torch.device | str) -> str:
-    """A hex key for (fine-tune configuration including its base, device type, library source)."""
-    payload = json.dumps({"fine_tune": config.to_dict(), "device": torch.device(device).type, "source": _source_digest()}, sort_keys=True)
+    """A hex key for (fine-tune config with its base, device type, library source)."""
+    content = {"fine_tune": config.to_dict(), "device": torch.device(device).type,
+               "source": _source_digest()}
+    payload = json.dumps(content, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu", *, progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
-    """Return the model fine-tuned from ``config`` (its base trained with :func:`train_cached`),
-    fine-tuning only if no cached copy exists. The key covers the base configuration and every
-    fine-tuning setting, so two fine-tunes of one base never share a file.
+def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu", *,
+                     progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+    """Return the model fine-tuned from ``config``, fine-tuning only if no cached copy
+    exists (its base comes from :func:`train_cached`). The key covers the base
+    configuration and every fine-tuning setting, so two fine-tunes never share a file.
 
     Returns:
-        ``(model, record)``, the record of the fine-tuning run; the model is in eval mode.
+        ``(model, record)``: the record is the fine-tuning run's; the model is in eval
+        mode.
     """
     device = torch.device(device)
-    path = cache_dir() / f"finetune-{config.base.model.position}-{fine_tune_cache_key(config, device)}.pt"
+    key = fine_tune_cache_key(config, device)
+    path = cache_dir() / f"finetune-{config.base.model.position}-{key}.pt"
     with open(path.parent / f"{path.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if path.exists():

@@ -52,10 +52,11 @@ class ModelConfig:
             default, N(0, 1).
         position_after_norm: add absolute encodings to LayerNorm(token embeddings) instead of
             the raw embeddings.
-        rope_scaling: only for ``"rope"``: a context-extension method in Hugging Face's
-            vocabulary (see :mod:`~posenc_lib.encodings.rope_scaling`), e.g. ``{"rope_type":
-            "yarn", "factor": 4.0, "original_max_position_embeddings": 128}``; None for plain
-            RoPE. Stored normalised (defaults filled in), so equal methods give equal configs.
+        rope_scaling: only for ``"rope"``: a context-extension method in Hugging
+            Face's vocabulary (see :mod:`~posenc_lib.encodings.rope_scaling`), e.g.
+            ``{"rope_type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 128}``; None for plain RoPE. Stored
+            normalised (defaults filled in), so equal methods give equal configs.
     """
 
     position: PositionScheme = "rope"
@@ -96,10 +97,11 @@ class ModelConfig:
                 raise ValueError(f"{name} must be > 0, got {name}={getattr(self, name)}")
         if self.rope_scaling is not None:
             if self.position != "rope":
-                raise ValueError(f"rope_scaling applies to position='rope' only, got position={self.position!r}")
-            scaling = normalize_rope_scaling(self.rope_scaling)  # raises, naming the bad key
-            resolve_base(self.rope_base, scaling)  # a rope_theta inside must agree with rope_base
-            object.__setattr__(self, "rope_scaling", scaling)  # frozen: set once, normalised
+                raise ValueError("rope_scaling applies to position='rope' only, "
+                                 f"got position={self.position!r}")
+            scaling = normalize_rope_scaling(self.rope_scaling)  # names a bad key
+            resolve_base(self.rope_base, scaling)  # a rope_theta in it must agree
+            object.__setattr__(self, "rope_scaling", scaling)  # frozen: set once
 
     @property
     def head_dim(self) -> int:
@@ -155,7 +157,10 @@ class TransformerLM(nn.Module):
             if c.learned_init == "sinusoidal":
                 with torch.no_grad():
                     self.learned.table.weight.copy_(sinusoidal_encoding(c.max_positions, c.d_model, c.sinusoidal_base))
-        rotary = RotaryEmbedding(c.head_dim, c.rope_base, rope_scaling=c.rope_scaling) if c.position == "rope" else None
+        rotary = None
+        if c.position == "rope":
+            scaling = c.rope_scaling
+            rotary = RotaryEmbedding(c.head_dim, c.rope_base, rope_scaling=scaling)
         self.t5_bias = T5RelativePositionBias(c.num_heads) if c.position == "t5" else None
         self.blocks = nn.ModuleList(Block(c, rotary) for _ in range(c.num_layers))
         self.final_norm = nn.LayerNorm(c.d_model)
@@ -272,18 +277,21 @@ class TransformerLM(nn.Module):
         return self.lm_head(self.final_norm(x))  # (B, T, V)
 
 
-def with_rope_scaling(model: TransformerLM, rope_scaling: Mapping | None) -> TransformerLM:
+def with_rope_scaling(model: TransformerLM, rope_scaling: Mapping | None
+                      ) -> TransformerLM:
     """The same trained weights, run with another RoPE frequency rule: no retraining.
 
-    RoPE has no parameters, so a trained ``"rope"`` model's state dict loads unchanged into a
-    model whose config differs only in ``rope_scaling``. The original model is not modified.
+    RoPE has no parameters, so a trained ``"rope"`` model's state dict loads unchanged
+    into a model whose config differs only in ``rope_scaling``. The original model is
+    not modified.
 
     Args:
         model: a :class:`TransformerLM` with ``position="rope"``.
         rope_scaling: the new method (see :class:`ModelConfig`), or None for plain RoPE.
 
     Returns:
-        A new model on the same device, in the same train/eval mode, with copied weights.
+        A new model on the same device, in the same train/eval mode, with copied
+        weights.
 
     Raises:
         ValueError: if the model is not a RoPE model, or ``rope_scaling`` is invalid.
@@ -295,8 +303,10 @@ def with_rope_scaling(model: TransformerLM, rope_scaling: Mapping | None) -> Tra
         {'rope_type': 'linear', 'factor': 4.0}
     """
     if model.config.position != "rope":
-        raise ValueError(f"with_rope_scaling needs a RoPE model, got position={model.config.position!r}")
-    config = replace(model.config, rope_scaling=None if rope_scaling is None else dict(rope_scaling))
+        raise ValueError("with_rope_scaling needs a RoPE model, "
+                         f"got position={model.config.position!r}")
+    scaling = None if rope_scaling is None else dict(rope_scaling)
+    config = replace(model.config, rope_scaling=scaling)
     device = next(model.parameters()).device
     scaled = TransformerLM(config).to(device)
     scaled.load_state_dict(model.state_dict())
