@@ -1,24 +1,26 @@
-"""Perplexity by position of a pretrained model over one long text, per RoPE scaling method.
+"""Perplexity by position of a pretrained model over one long text, per RoPE method.
 
-One *run* scores the first N tokens of a public-domain novel in a single forward pass of the
-pretrained model (SmolLM2-135M-Instruct, trained context L0 = 8192 tokens), with its RoPE
-replaced by posenc_lib's (:func:`~posenc_lib.pretrained.use_posenc_rope`) under one
-context-extension method: ``none`` (plain RoPE), ``linear`` (position interpolation),
-``dynamic`` (NTK-aware), ``yarn`` or ``llama3``, each with the factor κ (default N / L0, so
-that the last position maps inside the trained range). The loss is reported per block of
-positions (e.g. 2048 tokens), so it shows where past L0 a method breaks down.
+One *run* scores the first N tokens of a public-domain novel in a single forward pass
+of the pretrained model (SmolLM2-135M-Instruct, trained context L0 = 8192 tokens), with
+its RoPE replaced by posenc_lib's (:func:`~posenc_lib.pretrained.use_posenc_rope`) under
+one context-extension method: ``none`` (plain RoPE), ``linear`` (position
+interpolation), ``dynamic`` (NTK-aware), ``yarn`` or ``llama3``, each with the factor κ
+(default N / L0, so that the last position maps inside the trained range). The loss is
+reported per block of positions (e.g. 2048 tokens): it shows where past L0 a method
+breaks down.
 
-Each method writes one JSON file, atomically, with its configuration, per-block results and
-provenance (git commit, versions, device, dtype, wall time, peak memory). An interrupted run
-resumes: methods with a file are skipped. A file that holds a different configuration is never
-overwritten without ``--overwrite``. Nothing in it is CPU-specific: on a machine with CUDA it
-runs there (e.g. ``--tokens 32768``).
+Each method writes one JSON file, atomically, with its configuration, per-block results
+and provenance (git commit, versions, device, dtype, wall time, peak memory). An
+interrupted run resumes: methods with a file are skipped. A file that holds a different
+configuration is never overwritten without ``--overwrite``. Nothing in it is
+CPU-specific: on a machine with CUDA it runs there (e.g. ``--tokens 32768``).
 
 Command line::
 
     python -m posenc_lib.long_context run --tokens 16384 --block 2048 \\
         --out results/pretrained/smollm2-persuasion-16384
-    python -m posenc_lib.long_context table --out results/pretrained/smollm2-persuasion-16384
+    python -m posenc_lib.long_context table \\
+        --out results/pretrained/smollm2-persuasion-16384
 """
 
 from __future__ import annotations
@@ -39,7 +41,14 @@ from posenc_lib.data import read_austen_book
 from posenc_lib.device import pick_device
 from posenc_lib.encodings.rope_scaling import normalize_rope_scaling
 from posenc_lib.experiments import _peak_memory, provenance, write_json_atomic
-from posenc_lib.pretrained import SMOLLM2, block_nll, load_pretrained, text_tokens, token_nll, use_posenc_rope
+from posenc_lib.pretrained import (
+    SMOLLM2,
+    block_nll,
+    load_pretrained,
+    text_tokens,
+    token_nll,
+    use_posenc_rope,
+)
 
 METHODS: tuple[str, ...] = ("none", "linear", "dynamic", "yarn", "llama3")
 """The methods, in the book's order (``none`` is plain RoPE)."""
@@ -51,10 +60,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def method_scaling(method: str, factor: float, original_length: int) -> dict | None:
-    """The ``rope_scaling`` dictionary of a method at factor κ for a model trained at L0.
+    """The ``rope_scaling`` dictionary of a method at factor κ, for training length L0.
 
-    ``llama3`` uses Llama 3.1's bands (low_freq_factor 1, high_freq_factor 4); ``yarn`` the
-    paper's β = 32, α = 1 (Peng et al. 2023, §3.2); ``dynamic`` switches on past L0.
+    ``llama3`` uses Llama 3.1's bands (low_freq_factor 1, high_freq_factor 4); ``yarn``
+    the paper's β = 32, α = 1 (Peng et al. 2023); ``dynamic`` acts past L0 only.
 
     Raises:
         ValueError: for an unknown method or κ < 1.
@@ -62,13 +71,15 @@ def method_scaling(method: str, factor: float, original_length: int) -> dict | N
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got method={method!r}")
     if not factor >= 1:
-        raise ValueError(f"factor must be >= 1 (a stretch of the context), got factor={factor}")
+        raise ValueError(f"factor must be >= 1 (a stretch of the context), "
+                         f"got factor={factor}")
     l0 = {"original_max_position_embeddings": original_length}
     scaling = {
         "none": None,
         "linear": {"rope_type": "linear", "factor": factor},
         "dynamic": {"rope_type": "dynamic", "factor": factor, **l0},
-        "yarn": {"rope_type": "yarn", "factor": factor, "beta_fast": 32, "beta_slow": 1, **l0},
+        "yarn": {"rope_type": "yarn", "factor": factor, "beta_fast": 32,
+                 "beta_slow": 1, **l0},
         "llama3": {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
                    "high_freq_factor": 4.0, **l0},
     }[method]
@@ -84,7 +95,8 @@ class LongContextRun:
         num_tokens: N, tokens scored from the start of the text (N − 1 predictions).
         block: positions per reported block.
         factor: κ of the method.
-        book: an Austen novel (``posenc_lib.data.read_austen_book``), default *Persuasion*.
+        book: an Austen novel (``posenc_lib.data.read_austen_book``), by default
+            *Persuasion*.
         dtype: the model's weights and activations, ``"float32"`` or ``"bfloat16"``.
     """
 
@@ -96,11 +108,13 @@ class LongContextRun:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        method_scaling(self.method, self.factor, SMOLLM2.context_length)  # validates both
+        method_scaling(self.method, self.factor, SMOLLM2.context_length)  # checks both
         if self.num_tokens < 2 or self.block < 1:
-            raise ValueError(f"num_tokens must be >= 2 and block >= 1, got {self.num_tokens}, {self.block}")
+            raise ValueError("num_tokens must be >= 2 and block >= 1, "
+                             f"got {self.num_tokens}, {self.block}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got dtype={self.dtype!r}")
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, "
+                             f"got dtype={self.dtype!r}")
 
     @property
     def name(self) -> str:
@@ -115,17 +129,19 @@ class LongContextRun:
         return json.loads(json.dumps({**asdict(self), "model_file": asdict(SMOLLM2)}))
 
 
-def plan(methods: Sequence[str], num_tokens: int, block: int, factor: float | None = None,
-         book: str = "persuasion", dtype: str = "float32") -> list[LongContextRun]:
-    """One run per method; κ defaults to max(1, N / L0) (N = ``num_tokens``, L0 = 8192)."""
-    factor = factor if factor is not None else max(1.0, num_tokens / SMOLLM2.context_length)
+def plan(methods: Sequence[str], num_tokens: int, block: int,
+         factor: float | None = None, book: str = "persuasion",
+         dtype: str = "float32") -> list[LongContextRun]:
+    """One run per method; κ defaults to max(1, N/L0), N = ``num_tokens``, L0 = 8192."""
+    if factor is None:
+        factor = max(1.0, num_tokens / SMOLLM2.context_length)
     return [LongContextRun(m, num_tokens, block, factor, book, dtype) for m in methods]
 
 
 def _layer_progress(model: torch.nn.Module, bar: tqdm) -> list:
-    """Forward hooks that advance ``bar`` once per decoder layer (a long pass shows progress)."""
+    """Forward hooks that advance ``bar`` once per decoder layer (progress in a pass)"""
 
-    def advance(*_) -> None:  # a forward hook must return None, or it replaces the layer's output
+    def advance(*_) -> None:  # returns None: a hook's return value replaces the output
         bar.update(1)
 
     return [layer.register_forward_hook(advance) for layer in model.model.layers]
@@ -133,13 +149,13 @@ def _layer_progress(model: torch.nn.Module, bar: tqdm) -> list:
 
 def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor, *,
                progress: bool = True) -> dict:
-    """Score ``tokens`` with ``model`` under ``run``'s method; returns the result record."""
+    """Score ``tokens`` with ``model`` under ``run``'s method; return the result."""
     device = next(model.parameters()).device
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     use_posenc_rope(model, run.rope_scaling)
-    bar = tqdm(total=len(model.model.layers), desc=f"{run.name}: layers", disable=not progress,
-               mininterval=1.0)
+    bar = tqdm(total=len(model.model.layers), desc=f"{run.name}: layers",
+               disable=not progress, mininterval=1.0)
     hooks = _layer_progress(model, bar)
     start = time.perf_counter()
     try:
@@ -179,9 +195,10 @@ def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
     The model is loaded once (only if some method is left to run).
 
     Raises:
-        FileExistsError: if a result file holds a different configuration and ``overwrite``
-            is False.
-        ValueError: if the runs disagree on the text, length or dtype (one load serves all).
+        FileExistsError: if a result file holds a different configuration and
+            ``overwrite`` is False.
+        ValueError: if the runs disagree on the text, length or dtype (one model load
+            and one text serve them all).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -194,8 +211,8 @@ def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
         if path.exists() and not overwrite:
             stored = json.loads(path.read_text())
             if stored.get("run") != run.to_dict():
-                raise FileExistsError(f"{path} holds a run with a different configuration; "
-                                      "use a new --out or --overwrite")
+                raise FileExistsError(f"{path} holds a run with a different "
+                                      "configuration; use a new --out or --overwrite")
             results[run.name] = stored
         else:
             todo.append(run)
@@ -206,8 +223,9 @@ def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
         load_wall = time.perf_counter() - start
         text = read_austen_book(todo[0].book).decode("utf-8")
         tokens = text_tokens(tokenizer, text, todo[0].num_tokens)
-        bar = tqdm(todo, desc=f"methods ({len(runs) - len(todo)} of {len(runs)} already done)",
-                   disable=not progress, mininterval=1.0)
+        done = f"{len(runs) - len(todo)} of {len(runs)} already done"
+        bar = tqdm(todo, desc=f"methods ({done})", disable=not progress,
+                   mininterval=1.0)
         for run in bar:
             result = run_method(run, model, tokens, progress=progress)
             result["timing"]["model_load_wall_s"] = load_wall
@@ -234,10 +252,11 @@ def format_block_table(results: Sequence[dict]) -> str:
     if not results:
         return "(no results)"
     blocks = results[0]["blocks"]
-    header = "method".ljust(9) + "".join(f"{b['first_position']}-{b['last_position']}".rjust(13) for b in blocks)
-    lines = [header]
+    spans = [f"{b['first_position']}-{b['last_position']}" for b in blocks]
+    lines = ["method".ljust(9) + "".join(span.rjust(13) for span in spans)]
     for r in results:
-        lines.append(r["run"]["method"].ljust(9) + "".join(f"{b['perplexity']:13.2f}" for b in r["blocks"]))
+        values = "".join(f"{b['perplexity']:13.2f}" for b in r["blocks"])
+        lines.append(r["run"]["method"].ljust(9) + values)
     return "\n".join(lines)
 
 
@@ -245,18 +264,25 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m posenc_lib.long_context",
                                      description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="score a long text once per method; resumes from finished methods")
-    run.add_argument("--tokens", type=int, default=16384, help="tokens scored from the start of the text")
-    run.add_argument("--block", type=int, default=2048, help="positions per reported block")
+    run = sub.add_parser("run", help="score a long text once per method; "
+                         "resumes from finished methods")
+    run.add_argument("--tokens", type=int, default=16384,
+                     help="tokens scored from the start of the text")
+    run.add_argument("--block", type=int, default=2048,
+                     help="positions per reported block")
     run.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    run.add_argument("--factor", type=float, default=None, help="κ (default: tokens / 8192, at least 1)")
-    run.add_argument("--book", default="persuasion", help="an Austen novel shipped with posenc_lib")
+    run.add_argument("--factor", type=float, default=None,
+                     help="κ (default: tokens / 8192, at least 1)")
+    run.add_argument("--book", default="persuasion",
+                     help="an Austen novel shipped with posenc_lib")
     run.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
-    run.add_argument("--device", default=None, help="cpu, cuda, … (default: CUDA when present)")
+    run.add_argument("--device", default=None,
+                     help="cpu, cuda, … (default: CUDA when present)")
     run.add_argument("--out", required=True, help="results directory")
-    run.add_argument("--overwrite", action="store_true", help="rerun methods that already have a file")
+    run.add_argument("--overwrite", action="store_true",
+                     help="rerun methods that already have a file")
     run.add_argument("--no-progress", action="store_true")
-    table = sub.add_parser("table", help="print perplexity per block of the results in a directory")
+    table = sub.add_parser("table", help="print perplexity per block of stored results")
     table.add_argument("--out", required=True)
     return parser
 
@@ -267,12 +293,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "table":
         print(format_block_table(load_long_context_results(args.out)))
         return 0
-    runs = plan(args.methods, args.tokens, args.block, args.factor, args.book, args.dtype)
+    runs = plan(args.methods, args.tokens, args.block, args.factor, args.book,
+                args.dtype)
     start = time.perf_counter()
-    results = run_long_context(runs, args.out, device=args.device, overwrite=args.overwrite,
-                               progress=not args.no_progress)
+    results = run_long_context(runs, args.out, device=args.device,
+                               overwrite=args.overwrite, progress=not args.no_progress)
     print(format_block_table(results))
-    print(f"\n{len(results)} methods in {args.out} ({time.perf_counter() - start:.0f} s wall for this invocation)")
+    wall = time.perf_counter() - start
+    print(f"\n{len(results)} methods in {args.out} ({wall:.0f} s wall in this call)")
     return 0
 
 

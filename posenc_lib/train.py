@@ -141,7 +141,7 @@ def train(config: TrainConfig, device: torch.device | str = "cpu", *, progress: 
 class FineTuneConfig:
     """A short continued training of a trained RoPE model at a longer length.
 
-    Chen et al. 2023 (§3) extend a trained model's context by changing how RoPE reads
+    Chen et al. 2023 extend a trained model's context by changing how RoPE reads
     positions (``rope_scaling``) and then training briefly at the new length; this is
     that recipe at the book's scale. Everything here (the base included) is part of the
     fine-tuned model's cache key.

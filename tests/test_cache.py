@@ -29,11 +29,14 @@ def test_key_changes_with_config_and_device() -> None:
 
 
 # Fine-tuned models (chapter 11): their key covers the base and every fine-tune setting.
-ROPE_TINY = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2),
-                        seq_len=32, batch_size=4, steps=3)
+ROPE_TINY = TrainConfig(
+    model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2),
+    seq_len=32, batch_size=4, steps=3,
+)
 
 
-def test_fine_tune_cached_trains_once_and_keys_on_every_setting(tmp_path, monkeypatch) -> None:
+def test_fine_tune_cached_trains_once_and_keys_on_every_setting(tmp_path,
+                                                                monkeypatch) -> None:
     from posenc_lib import FineTuneConfig, fine_tune_cached
     from posenc_lib.cache import fine_tune_cache_key
 

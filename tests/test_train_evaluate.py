@@ -67,22 +67,23 @@ def test_evaluation_errors() -> None:
 def test_fine_tune_copies_the_weights_and_checks_its_config() -> None:
     from posenc_lib import FineTuneConfig, fine_tune
 
-    base_config = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1,
-                                                num_heads=2), seq_len=32, batch_size=4, steps=3)
+    model = ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2)
+    base_config = TrainConfig(model=model, seq_len=32, batch_size=4, steps=3)
     base, _ = train(base_config, progress=False)
     before = {k: v.clone() for k, v in base.state_dict().items()}
-    config = FineTuneConfig(base=base_config, seq_len=64, steps=3, batch_size=2, lr=1e-3,
-                            rope_scaling={"type": "linear", "factor": 2})
+    config = FineTuneConfig(base=base_config, seq_len=64, steps=3, batch_size=2,
+                            lr=1e-3, rope_scaling={"type": "linear", "factor": 2})
     assert config.rope_scaling == {"rope_type": "linear", "factor": 2.0}  # normalised
     tuned, record = fine_tune(base, config, progress=False)
     again, record_again = fine_tune(base, config, progress=False)
-    assert all(torch.equal(before[k], v) for k, v in base.state_dict().items())  # untouched
-    assert record.losses == record_again.losses and len(record.losses) == 3  # deterministic
+    assert all(torch.equal(before[k], v) for k, v in base.state_dict().items())
+    assert record.losses == record_again.losses  # deterministic
+    assert len(record.losses) == 3
     assert not torch.equal(tuned.lm_head.weight, base.lm_head.weight)
     assert tuned.config.rope_scaling["rope_type"] == "linear" and not tuned.training
     with pytest.raises(ValueError, match="RoPE base"):
-        FineTuneConfig(base=TrainConfig(model=ModelConfig(position="alibi")), seq_len=256,
-                       steps=1, batch_size=1, lr=1e-3)
+        alibi = TrainConfig(model=ModelConfig(position="alibi"))
+        FineTuneConfig(base=alibi, seq_len=256, steps=1, batch_size=1, lr=1e-3)
     with pytest.raises(ValueError, match="seq_len must exceed"):
         FineTuneConfig(base=base_config, seq_len=32, steps=1, batch_size=1, lr=1e-3)
     with pytest.raises(ValueError, match="'factor'"):

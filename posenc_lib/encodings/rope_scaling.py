@@ -6,18 +6,18 @@ Hugging Face's vocabulary, so a real model's config maps onto it unchanged:
 
 * ``{"rope_type": "default"}``: θ_i = base^(−2i/d), no change (Su et al. 2021, eq. 15);
 * ``{"rope_type": "linear", "factor": κ}``: position interpolation, every θ_i divided
-  by κ (Chen et al. 2023, eq. 4);
+  by κ (Chen et al. 2023);
 * ``{"rope_type": "dynamic", "factor": κ, "original_max_position_embeddings": L0}``:
   the NTK-aware base change base′ = base · (κ·L/L0 − (κ − 1))^(d/(d−2)), applied only
   while the current length L exceeds L0 (bloc97 2023 for the base change, emozilla
   2023 for the dynamic rule; as transformers' ``_compute_dynamic_ntk_parameters``);
 * ``{"rope_type": "yarn", "factor": κ, "original_max_position_embeddings": L0,
-  "beta_fast": 32, "beta_slow": 1}``: YaRN (Peng et al. 2023, §3.2–3.4), a per-pair
+  "beta_fast": 32, "beta_slow": 1}``: YaRN (Peng et al. 2023), a per-pair
   blend of θ_i and θ_i/κ by how many turns pair i completes within L0, and the
   attention factor 0.1·ln κ + 1 that multiplies q and k (so the logits by its square);
 * ``{"rope_type": "llama3", "factor": κ, "low_freq_factor": 1, "high_freq_factor": 4,
-  "original_max_position_embeddings": L0}``: Llama 3.1's bands (Grattafiori et al.
-  2024; the rule as released in Meta's code and in transformers): pairs whose
+  "original_max_position_embeddings": L0}``: Llama 3.1's bands (Dubey et al. 2024;
+  the rule as released in Meta's code and in transformers): pairs whose
   wavelength is shorter than L0/high_freq_factor keep θ_i, those longer than
   L0/low_freq_factor get θ_i/κ, with a linear blend in between.
 
@@ -210,7 +210,7 @@ def yarn_correction_pair(turns: float, head_dim: int, base: float,
     """The (fractional) pair index i whose wavelength fits ``turns`` times in L0.
 
     Solves L0 / λ_i = turns with λ_i = 2π·base^(2i/d):
-    i = d·ln(L0 / (2π·turns)) / (2·ln base) (Peng et al. 2023, §3.2, solved for i).
+    i = d·ln(L0 / (2π·turns)) / (2·ln base): Peng et al. 2023's ramp bounds, in pairs.
     """
     fits = original_length / (turns * 2 * math.pi)
     return head_dim * math.log(fits) / (2 * math.log(base))
@@ -219,7 +219,7 @@ def yarn_correction_pair(turns: float, head_dim: int, base: float,
 def yarn_attention_factor(params: Mapping) -> float:
     """YaRN's q/k scale: ``attention_factor`` if given, else 0.1·ln κ + 1.
 
-    Peng et al. 2023, eq. 22 (their √(1/t)); with DeepSeek's ``mscale`` and
+    Peng et al. 2023 (their √(1/t)); with DeepSeek's ``mscale`` and
     ``mscale_all_dim`` it is the ratio of two such terms, as in transformers.
     """
     if params.get("attention_factor") is not None:
