@@ -10,8 +10,10 @@ reported per block of positions (e.g. 2048 tokens): it shows where past L0 a met
 breaks down.
 
 Each method writes one JSON file, atomically, with its configuration, per-block results
-and provenance (git commit, versions, device, dtype, wall time, peak memory). An
-interrupted run resumes: methods with a file are skipped. A file that holds a different
+and provenance: the git commit and versions taken when the invocation started (the code
+that ran, even if the checkout moves on meanwhile), the device, dtype, wall time and
+peak memory, and when the method finished. An interrupted run resumes: methods with a
+file are skipped. A file that holds a different
 configuration is never overwritten without ``--overwrite``. Nothing in it is
 CPU-specific: on a machine with CUDA it runs there (e.g. ``--tokens 32768``).
 
@@ -26,6 +28,7 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import sys
@@ -57,6 +60,10 @@ RESULT_FORMAT = 1
 """Version of the result-file layout."""
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def method_scaling(method: str, factor: float, original_length: int) -> dict | None:
@@ -148,9 +155,14 @@ def _layer_progress(model: torch.nn.Module, bar: tqdm) -> list:
 
 
 def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor, *,
-               progress: bool = True) -> dict:
-    """Score ``tokens`` with ``model`` under ``run``'s method; return the result."""
+               progress: bool = True, started: dict | None = None) -> dict:
+    """Score ``tokens`` with ``model`` under ``run``'s method; return the result.
+
+    ``started`` is the :func:`~posenc_lib.experiments.provenance` taken when the run
+    began (the commit whose code is running); by default it is taken now.
+    """
     device = next(model.parameters()).device
+    started = started if started is not None else provenance(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     use_posenc_rope(model, run.rope_scaling)
@@ -177,7 +189,7 @@ def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor
         "run": run.to_dict(),
         "name": run.name,
         "rope_scaling": run.rope_scaling,
-        "provenance": provenance(device),
+        "provenance": {**started, "finished_utc": _now()},
         "timing": {"forward_wall_s": wall, "tokens_per_second": tokens.numel() / wall,
                    "dtype": run.dtype, **_peak_memory(device)},
         "nll": overall,
@@ -218,6 +230,7 @@ def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
             todo.append(run)
     if todo:
         device = torch.device(device) if device is not None else pick_device()
+        started = provenance(device)  # the commit and state of the code that runs
         start = time.perf_counter()
         model, tokenizer = load_pretrained(device=device, dtype=DTYPES[todo[0].dtype])
         load_wall = time.perf_counter() - start
@@ -227,7 +240,7 @@ def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
         bar = tqdm(todo, desc=f"methods ({done})", disable=not progress,
                    mininterval=1.0)
         for run in bar:
-            result = run_method(run, model, tokens, progress=progress)
+            result = run_method(run, model, tokens, progress=progress, started=started)
             result["timing"]["model_load_wall_s"] = load_wall
             write_json_atomic(out / f"{run.name}.json", result)
             results[run.name] = result

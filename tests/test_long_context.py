@@ -78,6 +78,9 @@ def test_runs_write_files_resume_and_refuse_other_configs(tmp_path, fake_model) 
     assert [b["first_position"] for b in first["blocks"]] == [0, 64, 128, 192]
     assert first["blocks"][-1]["last_position"] == 198 and first["predictions"] == 199
     assert first["provenance"]["device"] == "cpu" and first["rope_scaling"] is None
+    # one provenance for the whole invocation, taken when it started
+    started = {r["provenance"]["date_utc"] for r in results}
+    assert len(started) == 1 and all("finished_utc" in r["provenance"] for r in results)
     assert results[1]["rope_scaling"]["rope_type"] == "yarn"
     assert fake_model["loads"] == 1
 
