@@ -6,7 +6,8 @@ Shapes: B batch, T sequence, C = d_model, V vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 import torch
@@ -25,6 +26,7 @@ from posenc_lib.encodings import (
 )
 from posenc_lib.encodings.learned import DEFAULT_INIT_STD
 from posenc_lib.encodings.positions import check_positions
+from posenc_lib.encodings.rope_scaling import normalize_rope_scaling, resolve_base
 
 PositionScheme = Literal["none", "sinusoidal", "learned", "rope", "alibi", "t5"]
 SCHEMES: tuple[str, ...] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
@@ -51,6 +53,11 @@ class ModelConfig:
             default, N(0, 1).
         position_after_norm: add absolute encodings to LayerNorm(token embeddings) instead of
             the raw embeddings.
+        rope_scaling: only for ``"rope"``: a context-extension method in Hugging
+            Face's vocabulary (see :mod:`~posenc_lib.encodings.rope_scaling`), e.g.
+            ``{"rope_type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 128}``; None for plain RoPE. Stored
+            normalised (defaults filled in), so equal methods give equal configs.
     """
 
     position: PositionScheme = "rope"
@@ -65,6 +72,7 @@ class ModelConfig:
     learned_init: Literal["normal", "sinusoidal"] = "normal"
     learned_init_std: float = DEFAULT_INIT_STD
     position_after_norm: bool = False
+    rope_scaling: dict | None = None
 
     def __post_init__(self) -> None:
         # Everything that would fail at the first forward pass fails here, when the model is built.
@@ -88,6 +96,13 @@ class ModelConfig:
         for name in ("rope_base", "sinusoidal_base"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {name}={getattr(self, name)}")
+        if self.rope_scaling is not None:
+            if self.position != "rope":
+                raise ValueError("rope_scaling applies to position='rope' only, "
+                                 f"got position={self.position!r}")
+            scaling = normalize_rope_scaling(self.rope_scaling)  # names a bad key
+            resolve_base(self.rope_base, scaling)  # a rope_theta in it must agree
+            object.__setattr__(self, "rope_scaling", scaling)  # frozen: set once
 
     @property
     def head_dim(self) -> int:
@@ -149,7 +164,10 @@ class TransformerLM(nn.Module):
             if c.learned_init == "sinusoidal":
                 with torch.no_grad():
                     self.learned.table.weight.copy_(sinusoidal_encoding(c.max_positions, c.d_model, c.sinusoidal_base))
-        rotary = RotaryEmbedding(c.head_dim, c.rope_base) if c.position == "rope" else None
+        rotary = None
+        if c.position == "rope":
+            scaling = c.rope_scaling
+            rotary = RotaryEmbedding(c.head_dim, c.rope_base, rope_scaling=scaling)
         self.t5_bias = T5RelativePositionBias(c.num_heads) if c.position == "t5" else None
         self.blocks = nn.ModuleList(Block(c, rotary) for _ in range(c.num_layers))
         self.final_norm = nn.LayerNorm(c.d_model)
@@ -334,3 +352,39 @@ class TransformerLM(nn.Module):
         for block in self.blocks:
             x = block(x, None, positions, mask=mask)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
+
+
+def with_rope_scaling(model: TransformerLM, rope_scaling: Mapping | None
+                      ) -> TransformerLM:
+    """The same trained weights, run with another RoPE frequency rule: no retraining.
+
+    RoPE has no parameters, so a trained ``"rope"`` model's state dict loads unchanged
+    into a model whose config differs only in ``rope_scaling``. The original model is
+    not modified.
+
+    Args:
+        model: a :class:`TransformerLM` with ``position="rope"``.
+        rope_scaling: the new method (see :class:`ModelConfig`), or None for plain RoPE.
+
+    Returns:
+        A new model on the same device, in the same train/eval mode, with copied
+        weights.
+
+    Raises:
+        ValueError: if the model is not a RoPE model, or ``rope_scaling`` is invalid.
+
+    Example:
+        >>> model = TransformerLM(ModelConfig(position="rope", d_model=16, num_heads=2))
+        >>> pi = with_rope_scaling(model, {"rope_type": "linear", "factor": 4.0})
+        >>> pi.config.rope_scaling
+        {'rope_type': 'linear', 'factor': 4.0}
+    """
+    if model.config.position != "rope":
+        raise ValueError("with_rope_scaling needs a RoPE model, "
+                         f"got position={model.config.position!r}")
+    scaling = None if rope_scaling is None else dict(rope_scaling)
+    config = replace(model.config, rope_scaling=scaling)
+    device = next(model.parameters()).device
+    scaled = TransformerLM(config).to(device)
+    scaled.load_state_dict(model.state_dict())
+    return scaled.train(model.training)

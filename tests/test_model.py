@@ -195,3 +195,43 @@ def test_t5_mask_lookup_equals_bias_plus_causal_mask() -> None:
     bias = model.attention_bias(300, cpu)
     (grad_bias,) = torch.autograd.grad(bias.tril().exp().sum(), weight)
     assert torch.allclose(grad_lookup, grad_bias)
+
+
+# RoPE scaling (issue 10): a trained RoPE model evaluated with another frequency rule.
+L0 = "original_max_position_embeddings"
+YARN_4X = {"rope_type": "yarn", "factor": 4.0, L0: 16}
+
+
+def test_rope_scaling_config_is_normalised_and_checked() -> None:
+    linear = {"type": "linear", "factor": 2}
+    config = ModelConfig(position="rope", d_model=32, num_heads=2, rope_scaling=linear)
+    assert config.rope_scaling == {"rope_type": "linear", "factor": 2.0}
+    yarn = ModelConfig(position="rope", rope_scaling=YARN_4X)
+    assert yarn.rope_scaling["beta_fast"] == 32.0
+    with pytest.raises(ValueError, match="position='rope' only"):
+        ModelConfig(position="alibi", rope_scaling=YARN_4X)
+    with pytest.raises(ValueError, match="'factor'"):
+        ModelConfig(position="rope", rope_scaling={**YARN_4X, "factor": 0.5})
+    with pytest.raises(ValueError, match="rope_theta"):
+        ModelConfig(position="rope", rope_base=10000.0,
+                    rope_scaling={"rope_type": "default", "rope_theta": 5.0})
+
+
+def test_with_rope_scaling_keeps_the_weights_and_changes_the_logits() -> None:
+    from posenc_lib import with_rope_scaling
+
+    model = small("rope").eval()
+    tokens = torch.randint(0, 256, (1, 64))
+    plain = with_rope_scaling(model, None)
+    assert torch.equal(plain(tokens), model(tokens))  # default: the same, bit for bit
+    yarn = with_rope_scaling(model, YARN_4X)
+    assert yarn.config.rope_scaling["rope_type"] == "yarn"
+    assert model.config.rope_scaling is None
+    weights = zip(yarn.state_dict().values(), model.state_dict().values())
+    assert all(torch.equal(a, b) for a, b in weights)
+    assert not torch.allclose(yarn(tokens), model(tokens), atol=1e-4)
+    dynamic = {"rope_type": "dynamic", "factor": 4.0, L0: 64}
+    # dynamic NTK is plain RoPE up to L0
+    assert torch.equal(with_rope_scaling(model, dynamic)(tokens), model(tokens))
+    with pytest.raises(ValueError, match="RoPE model"):
+        with_rope_scaling(small("alibi"), YARN_4X)

@@ -78,3 +78,30 @@ def test_per_position_nll_decomposes_the_perplexity() -> None:
         per_position_nll(model, tokens[:10], 16)
     with pytest.raises(ValueError, match="eval_length"):
         per_position_nll(model, tokens, 0)
+
+
+def test_fine_tune_copies_the_weights_and_checks_its_config() -> None:
+    from posenc_lib import FineTuneConfig, fine_tune
+
+    model = ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2)
+    base_config = TrainConfig(model=model, seq_len=32, batch_size=4, steps=3)
+    base, _ = train(base_config, progress=False)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    config = FineTuneConfig(base=base_config, seq_len=64, steps=3, batch_size=2,
+                            lr=1e-3, rope_scaling={"type": "linear", "factor": 2})
+    assert config.rope_scaling == {"rope_type": "linear", "factor": 2.0}  # normalised
+    tuned, record = fine_tune(base, config, progress=False)
+    again, record_again = fine_tune(base, config, progress=False)
+    assert all(torch.equal(before[k], v) for k, v in base.state_dict().items())
+    assert record.losses == record_again.losses  # deterministic
+    assert len(record.losses) == 3
+    assert not torch.equal(tuned.lm_head.weight, base.lm_head.weight)
+    assert tuned.config.rope_scaling["rope_type"] == "linear" and not tuned.training
+    with pytest.raises(ValueError, match="RoPE base"):
+        alibi = TrainConfig(model=ModelConfig(position="alibi"))
+        FineTuneConfig(base=alibi, seq_len=256, steps=1, batch_size=1, lr=1e-3)
+    with pytest.raises(ValueError, match="seq_len must exceed"):
+        FineTuneConfig(base=base_config, seq_len=32, steps=1, batch_size=1, lr=1e-3)
+    with pytest.raises(ValueError, match="'factor'"):
+        FineTuneConfig(base=base_config, seq_len=64, steps=1, batch_size=1, lr=1e-3,
+                       rope_scaling={"rope_type": "linear", "factor": 0.5})

@@ -8,8 +8,16 @@ cache that attention layers use; both rotate with the elementwise form (eq. 34),
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor, nn
+
+from posenc_lib.encodings.rope_scaling import (
+    normalize_rope_scaling,
+    resolve_base,
+    rope_scaled_frequencies,
+)
 
 
 def _check_head_dim(head_dim: int, name: str = "head_dim") -> None:
@@ -237,15 +245,29 @@ class RotaryEmbedding(nn.Module):
     ``rotary_dim`` dimensions are rotated and the rest pass through (partial rotary, as
     GPT-NeoX and GPT-J use).
 
+    A context-extension method (:mod:`~posenc_lib.encodings.rope_scaling`) changes
+    only the frequencies and the cache: ``rope_scaling={"rope_type": "yarn",
+    "factor": 4, "original_max_position_embeddings": 128}`` gives YaRN's θ′_i and
+    multiplies the cached cos/sin by its attention factor. ``"dynamic"`` recomputes
+    θ′_i from the current length L = max(positions) + 1 at every call, so a short
+    input after a long one gets the unscaled frequencies back (the frequencies are a
+    function of the current input only).
+
     Args:
         head_dim: per-head width; even.
-        base: θ_i = base^(−2i/rotary_dim).
+        base: θ_i = base^(−2i/rotary_dim); None takes ``rope_scaling["rope_theta"]``
+            or 10 000.
         interleaved: pairing convention, see :func:`apply_rope`.
         rotary_dim: how many leading dimensions to rotate (even, ≤ head_dim); default all.
+        rope_scaling: a scaling dictionary in Hugging Face's vocabulary
+            (``rope_scaling`` or v5's ``rope_parameters``), or None for plain RoPE
+            (bit-identical to no argument).
 
     Raises:
-        ValueError: for odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``, or x whose
-            last dimension is not ``head_dim``.
+        ValueError: for odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``, a
+            bad ``rope_scaling`` (see
+            :func:`~posenc_lib.encodings.rope_scaling.normalize_rope_scaling`), or x
+            whose last dimension is not ``head_dim``.
 
     Example:
         >>> rope = RotaryEmbedding(8)
@@ -256,10 +278,11 @@ class RotaryEmbedding(nn.Module):
     def __init__(
         self,
         head_dim: int,
-        base: float = 10000.0,
+        base: float | None = None,
         *,
         interleaved: bool = False,
         rotary_dim: int | None = None,
+        rope_scaling: Mapping | None = None,
     ) -> None:
         super().__init__()
         _check_head_dim(head_dim)
@@ -268,17 +291,43 @@ class RotaryEmbedding(nn.Module):
         if rotary_dim > head_dim:
             raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got rotary_dim={rotary_dim}")
         self.head_dim, self.rotary_dim = head_dim, rotary_dim
-        self.base, self.interleaved = base, interleaved
-        self.inv_freq = rope_inverse_frequencies(rotary_dim, base)  # float32, not a buffer
+        self.rope_scaling = normalize_rope_scaling(rope_scaling)
+        self.base, self.interleaved = resolve_base(base, self.rope_scaling), interleaved
+        # float32 θ′_i (not a buffer) and YaRN's q/k scale (1.0 for the other methods)
+        self.inv_freq, self.attention_factor = rope_scaled_frequencies(
+            rotary_dim, self.base, self.rope_scaling
+        )
         self._cos = torch.empty(0, rotary_dim // 2)
         self._sin = torch.empty(0, rotary_dim // 2)
+        self._cache_seq_len: int | None = None  # length whose dynamic θ′_i are cached
+
+    def _dynamic_seq_len(self, length: int) -> int | None:
+        """The length that sets dynamic NTK's θ′_i (None: unscaled, or not dynamic)."""
+        params = self.rope_scaling
+        if params["rope_type"] != "dynamic":
+            return None
+        return length if length > params["original_max_position_embeddings"] else None
 
     def _extend_cache(self, length: int, device: torch.device) -> None:
-        if self._cos.shape[0] >= length and self._cos.device == device:
+        seq_len = self._dynamic_seq_len(length)
+        same_frequencies = seq_len == self._cache_seq_len
+        cached = self._cos.shape[0] >= length and self._cos.device == device
+        if cached and same_frequencies:
             return
-        length = max(length, 2 * self._cos.shape[0])  # grow geometrically, not by one each step
-        angles = torch.arange(length, device=device, dtype=torch.float32)[:, None] * self.inv_freq.to(device)
+        inv_freq = self.inv_freq
+        if seq_len is not None:  # dynamic NTK past L0: θ′_i for this length
+            inv_freq, _ = rope_scaled_frequencies(
+                self.rotary_dim, self.base, self.rope_scaling, seq_len
+            )
+        if same_frequencies:  # grow geometrically, not by one each step
+            length = max(length, 2 * self._cos.shape[0])
+        positions = torch.arange(length, device=device, dtype=torch.float32)
+        angles = positions[:, None] * inv_freq.to(device)
         self._cos, self._sin = angles.cos(), angles.sin()  # (length, rotary_dim/2) float32
+        if self.attention_factor != 1.0:  # YaRN: q, k scaled (logits by its square)
+            self._cos = self._cos * self.attention_factor
+            self._sin = self._sin * self.attention_factor
+        self._cache_seq_len = seq_len
 
     def forward(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
         """Rotate ``x`` ``[..., seq, head_dim]`` by integer ``positions`` ``[seq]`` or ``[batch, seq]``.
@@ -314,7 +363,11 @@ class RotaryEmbedding(nn.Module):
         return torch.cat([rotated, x[..., self.rotary_dim :]], dim=-1)  # pass-through dims unchanged
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, interleaved={self.interleaved}"
+        scaling = ""
+        if self.rope_scaling["rope_type"] != "default":
+            scaling = f", rope_scaling={self.rope_scaling}"
+        return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, "
+                f"base={self.base}, interleaved={self.interleaved}{scaling}")
 
 
 def interleaved_to_half_permutation(head_dim: int) -> Tensor:
