@@ -30,6 +30,7 @@ from posenc_lib.encodings import (
     positions_from_mask,
     rope_inverse_frequencies,
     sinusoidal_encoding,
+    sinusoidal_frequencies,
     t5_relative_position_bucket,
 )
 from posenc_lib.evaluate import EvalResult, evaluate_perplexity
@@ -75,6 +76,7 @@ __all__ = [
     "rope_inverse_frequencies",
     "sample_batch",
     "sinusoidal_encoding",
+    "sinusoidal_frequencies",
     "t5_relative_position_bucket",
     "tokens_to_text",
     "train",

@@ -10,7 +10,7 @@ from posenc_lib.encodings.rope import (
     interleaved_to_half_permutation,
     rope_inverse_frequencies,
 )
-from posenc_lib.encodings.sinusoidal import sinusoidal_encoding
+from posenc_lib.encodings.sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
 from posenc_lib.encodings.t5_bias import T5RelativePositionBias, t5_relative_position_bucket
 
 __all__ = [
@@ -25,5 +25,6 @@ __all__ = [
     "positions_from_mask",
     "rope_inverse_frequencies",
     "sinusoidal_encoding",
+    "sinusoidal_frequencies",
     "t5_relative_position_bucket",
 ]
