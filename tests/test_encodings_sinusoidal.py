@@ -114,7 +114,8 @@ def test_frequencies_match_the_paper_and_the_table() -> None:
     expected = [base ** (-2 * i / d_model) for i in range(d_model // 2)]
     assert omegas.tolist() == pytest.approx(expected, rel=1e-15)
     table = sinusoidal_encoding(30, d_model, base).double()
-    assert torch.allclose(table[:, 0::2], torch.outer(torch.arange(30.0, dtype=torch.float64), omegas).sin(), atol=1e-6)
+    angles = torch.outer(torch.arange(30.0, dtype=torch.float64), omegas)  # [30, d/2]
+    assert torch.allclose(table[:, 0::2], angles.sin(), atol=1e-6)
 
 
 def test_concatenated_frequencies_reach_exactly_base() -> None:
@@ -137,15 +138,17 @@ def test_frequencies_bad_arguments() -> None:
 
 
 def test_float64_angles_are_the_default() -> None:
-    assert torch.equal(sinusoidal_encoding(100, 16, angle_dtype=torch.float64), sinusoidal_encoding(100, 16))
+    explicit = sinusoidal_encoding(100, 16, angle_dtype=torch.float64)
+    assert torch.equal(explicit, sinusoidal_encoding(100, 16))
 
 
 def test_bfloat16_angles_round_the_positions() -> None:
-    # bfloat16 has 8 significant bits: 257 is stored as 256, so rows 256 and 257 are identical
+    # bfloat16 has 8 significant bits: 257 is stored as 256, so rows 256 and 257 agree
     pe = sinusoidal_encoding(300, 16, angle_dtype=torch.bfloat16)
     assert torch.equal(pe[256], pe[257])
-    assert not torch.equal(sinusoidal_encoding(300, 16)[256], sinusoidal_encoding(300, 16)[257])
-    assert torch.equal(pe[:9, 0], sinusoidal_encoding(9, 16)[:, 0])  # small positions and ω_0 = 1 are exact
+    exact = sinusoidal_encoding(300, 16)
+    assert not torch.equal(exact[256], exact[257])
+    assert torch.equal(pe[:9, 0], exact[:9, 0])  # small positions and ω_0 = 1 are exact
 
 
 def test_float32_angles_stay_close() -> None:

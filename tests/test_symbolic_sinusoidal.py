@@ -68,7 +68,8 @@ def test_pair_score_with_identity_is_the_dot_product() -> None:
 
 
 def test_pair_score_splits_into_even_odd_and_absolute_parts() -> None:
-    # B = [[a, b], [c, d]]: (a+d)/2 cos(rω) + (b−c)/2 sin(rω) + (d−a)/2 cos((t+s)ω)
+    # B = [[a, b], [c, d]]: (a+d)/2 cos(rω) + (b−c)/2 sin(rω)
+    #                       + (d−a)/2 cos((t+s)ω)
     #                       + (b+c)/2 sin((t+s)ω), with r = t − s
     t, s, a, b, c, d = sp.symbols("t s a b c d", real=True)
     r, total = t - s, t + s

@@ -7,7 +7,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from posenc_lib import ModelConfig, TrainConfig, TransformerLM, evaluate_perplexity, train
+from posenc_lib import (
+    ModelConfig,
+    TrainConfig,
+    TransformerLM,
+    evaluate_perplexity,
+    train,
+)
 from posenc_lib.evaluate import _windows
 from posenc_lib.train import _optimizer, learning_rate, weight_decay_factor
 
@@ -69,13 +75,15 @@ def test_evaluation_errors() -> None:
 # Weight decay of the learned position table, and what decay alone would do to a weight.
 
 LEARNED = TrainConfig(
-    model=ModelConfig(position="learned", d_model=16, num_layers=1, num_heads=2, max_positions=8),
+    model=ModelConfig(
+        position="learned", d_model=16, num_layers=1, num_heads=2, max_positions=8
+    ),
     seq_len=8, batch_size=2, steps=40, warmup_steps=4, lr=1e-2, weight_decay=0.5,
 )
 
 
 def decay_only(config: TrainConfig) -> TransformerLM:
-    """Run the library's optimizer and schedule with every gradient zero: only decay acts."""
+    """The library's optimizer and schedule with every gradient zero: only decay acts."""
     torch.manual_seed(0)
     model = TransformerLM(config.model)
     optimizer = _optimizer(model, config)
@@ -107,10 +115,12 @@ def test_position_weight_decay_exempts_only_the_table() -> None:
     after = decay_only(replace(LEARNED, position_weight_decay=0.0))
     assert torch.equal(after.learned.table.weight, before.learned.table.weight)
     ratio = after.token_embedding.weight / before.token_embedding.weight
-    assert torch.allclose(ratio, torch.full_like(ratio, weight_decay_factor(LEARNED)), rtol=1e-4)
+    expected = torch.full_like(ratio, weight_decay_factor(LEARNED))
+    assert torch.allclose(ratio, expected, rtol=1e-4)
     half = decay_only(replace(LEARNED, position_weight_decay=0.25))
     ratio = half.learned.table.weight / before.learned.table.weight
-    assert torch.allclose(ratio, torch.full_like(ratio, weight_decay_factor(LEARNED, 0.25)), rtol=1e-4)
+    expected = torch.full_like(ratio, weight_decay_factor(LEARNED, 0.25))
+    assert torch.allclose(ratio, expected, rtol=1e-4)
 
 
 def test_position_weight_decay_errors() -> None:
