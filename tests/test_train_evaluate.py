@@ -130,3 +130,19 @@ def test_position_weight_decay_errors() -> None:
         TrainConfig(model=ModelConfig(position="rope"), position_weight_decay=0.0)
     with pytest.raises(ValueError, match="weight_decay must be >= 0"):
         weight_decay_factor(LEARNED, -1.0)
+
+
+def test_per_position_nll_decomposes_the_perplexity() -> None:
+    from posenc_lib.evaluate import per_position_nll
+
+    model = TransformerLM(ModelConfig(position="none", d_model=16, num_layers=1, num_heads=2)).eval()
+    tokens = torch.randint(0, 256, (300,))
+    curve = per_position_nll(model, tokens, 16, max_tokens=200, batch_size=3)
+    assert curve.shape == (16,) and curve.dtype == torch.float64
+    whole = evaluate_perplexity(model, tokens, 16, max_tokens=200)
+    assert curve.mean().item() == pytest.approx(whole.nll, rel=1e-6)  # same windows, same bytes
+    assert torch.allclose(per_position_nll(Uniform(), tokens, 8), torch.full((8,), math.log(256), dtype=torch.float64))
+    with pytest.raises(ValueError, match="at least"):
+        per_position_nll(model, tokens[:10], 16)
+    with pytest.raises(ValueError, match="eval_length"):
+        per_position_nll(model, tokens, 0)
