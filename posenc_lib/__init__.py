@@ -33,6 +33,7 @@ from posenc_lib.encodings import (
     rope_inverse_frequencies,
     rope_scaled_frequencies,
     sinusoidal_encoding,
+    sinusoidal_frequencies,
     t5_relative_position_bucket,
 )
 from posenc_lib.evaluate import EvalResult, evaluate_perplexity
@@ -85,6 +86,7 @@ __all__ = [
     "sample_batch",
     "score_mask",
     "sinusoidal_encoding",
+    "sinusoidal_frequencies",
     "t5_relative_position_bucket",
     "tokens_to_text",
     "train",

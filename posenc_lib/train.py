@@ -26,6 +26,9 @@ class TrainConfig:
         lr: peak learning rate of AdamW; linear warm-up, then cosine decay to 10 %.
         warmup_steps: warm-up length.
         weight_decay: AdamW's decoupled weight decay (on matrices only).
+        position_weight_decay: the decoupled weight decay of the learned position table
+            (``position="learned"`` only); None (default) gives it ``weight_decay`` like
+            every other matrix, 0.0 exempts it (as one would exempt a bias). Must be ≥ 0.
         grad_clip: global gradient-norm clip.
         seed: seeds the initial weights and the batch sampler.
         corpus: name for :func:`~posenc_lib.data.load_corpus`.
@@ -39,6 +42,7 @@ class TrainConfig:
     lr: float = 3e-3
     warmup_steps: int = 30
     weight_decay: float = 0.1
+    position_weight_decay: float | None = None
     grad_clip: float = 1.0
     seed: int = 0
     corpus: str = "austen"
@@ -49,6 +53,14 @@ class TrainConfig:
             raise ValueError(f"seq_len, batch_size and steps must be >= 1, got {self.seq_len}, {self.batch_size}, {self.steps}")
         if self.model.position == "learned" and self.model.max_positions < self.seq_len:
             raise ValueError(f"learned table max_positions={self.model.max_positions} is shorter than seq_len={self.seq_len}")
+        if self.position_weight_decay is not None:
+            if self.model.position != "learned":
+                raise ValueError(
+                    "position_weight_decay applies to the learned table only, got "
+                    f"position={self.model.position!r}"
+                )
+            if self.position_weight_decay < 0:
+                raise ValueError(f"position_weight_decay must be >= 0, got {self.position_weight_decay}")
         if self.autocast_dtype not in ("float32", "bfloat16"):
             raise ValueError(f"autocast_dtype must be 'float32' or 'bfloat16', got {self.autocast_dtype!r}")
 
@@ -84,10 +96,39 @@ def learning_rate(step: int, config: TrainConfig) -> float:
     return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def weight_decay_factor(config: TrainConfig, weight_decay: float | None = None) -> float:
+    """The factor by which decoupled weight decay alone scales a weight over a whole run.
+
+    AdamW multiplies every decayed weight by (1 − lr_t · λ) at each step t before adding its
+    Adam update (Loshchilov and Hutter 2019, Algorithm 2; PyTorch's ``AdamW``). A weight whose
+    gradient were always zero would end at ∏_t (1 − lr_t · λ) times its start; what the
+    gradients do comes on top. Use it to tell the two apart.
+
+    Args:
+        config: the run (its learning-rate schedule and step count).
+        weight_decay: λ; default ``config.weight_decay``. Must be ≥ 0.
+
+    Returns:
+        ∏_{t=0}^{steps−1} (1 − lr_t · λ), a float in (0, 1] for the library's schedules.
+
+    Raises:
+        ValueError: if ``weight_decay`` is negative.
+    """
+    decay = config.weight_decay if weight_decay is None else weight_decay
+    if decay < 0:
+        raise ValueError(f"weight_decay must be >= 0, got weight_decay={decay}")
+    return math.prod(1 - learning_rate(step, config) * decay for step in range(config.steps))
+
+
 def _optimizer(model: TransformerLM, config: TrainConfig) -> torch.optim.Optimizer:
-    decay = [p for p in model.parameters() if p.dim() >= 2]  # matrices and embeddings
-    no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, LayerNorm gains
+    table = model.learned.table.weight if model.learned is not None else None
+    separate = table is not None and config.position_weight_decay is not None
+    # matrices and embeddings decay; biases and LayerNorm gains do not
+    decay = [p for p in model.parameters() if p.dim() >= 2 and not (separate and p is table)]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if separate:
+        groups.append({"params": [table], "weight_decay": config.position_weight_decay})
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95))
 
 

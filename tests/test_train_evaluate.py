@@ -2,12 +2,20 @@
 or the last `stride` tokens of each window (sliding)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
-from posenc_lib import ModelConfig, TrainConfig, TransformerLM, evaluate_perplexity, train
+from posenc_lib import (
+    ModelConfig,
+    TrainConfig,
+    TransformerLM,
+    evaluate_perplexity,
+    train,
+)
 from posenc_lib.evaluate import _windows
+from posenc_lib.train import _optimizer, learning_rate, weight_decay_factor
 
 TINY = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=8, steps=12, warmup_steps=2)
 
@@ -62,6 +70,66 @@ def test_evaluation_errors() -> None:
         evaluate_perplexity(train(learned, progress=False)[0], tokens, 64)
     with pytest.raises(ValueError, match="max_positions=16 is shorter than seq_len=32"):
         TrainConfig(model=ModelConfig(position="learned", max_positions=16), seq_len=32)
+
+
+# Weight decay of the learned position table, and what decay alone would do to a weight.
+
+LEARNED = TrainConfig(
+    model=ModelConfig(
+        position="learned", d_model=16, num_layers=1, num_heads=2, max_positions=8
+    ),
+    seq_len=8, batch_size=2, steps=40, warmup_steps=4, lr=1e-2, weight_decay=0.5,
+)
+
+
+def decay_only(config: TrainConfig) -> TransformerLM:
+    """The library's optimizer and schedule with every gradient zero: only decay acts."""
+    torch.manual_seed(0)
+    model = TransformerLM(config.model)
+    optimizer = _optimizer(model, config)
+    for step in range(config.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, config)
+        for param in model.parameters():
+            param.grad = torch.zeros_like(param)
+        optimizer.step()
+    return model
+
+
+def test_weight_decay_factor_is_what_decay_alone_does() -> None:
+    torch.manual_seed(0)
+    before = TransformerLM(LEARNED.model)
+    after = decay_only(LEARNED)
+    factor = weight_decay_factor(LEARNED)
+    assert 0 < factor < 0.9  # λ = 0.5 at lr 1e-2 over 40 steps shrinks noticeably
+    for name in ("learned.table.weight", "token_embedding.weight", "lm_head.weight"):
+        ratio = after.get_parameter(name) / before.get_parameter(name)
+        assert torch.allclose(ratio, torch.full_like(ratio, factor), rtol=1e-4), name
+    ln = after.get_parameter("final_norm.weight")
+    assert torch.equal(ln, before.get_parameter("final_norm.weight"))  # gains never decay
+
+
+def test_position_weight_decay_exempts_only_the_table() -> None:
+    torch.manual_seed(0)
+    before = TransformerLM(LEARNED.model)
+    after = decay_only(replace(LEARNED, position_weight_decay=0.0))
+    assert torch.equal(after.learned.table.weight, before.learned.table.weight)
+    ratio = after.token_embedding.weight / before.token_embedding.weight
+    expected = torch.full_like(ratio, weight_decay_factor(LEARNED))
+    assert torch.allclose(ratio, expected, rtol=1e-4)
+    half = decay_only(replace(LEARNED, position_weight_decay=0.25))
+    ratio = half.learned.table.weight / before.learned.table.weight
+    expected = torch.full_like(ratio, weight_decay_factor(LEARNED, 0.25))
+    assert torch.allclose(ratio, expected, rtol=1e-4)
+
+
+def test_position_weight_decay_errors() -> None:
+    with pytest.raises(ValueError, match="position_weight_decay must be >= 0"):
+        replace(LEARNED, position_weight_decay=-0.1)
+    with pytest.raises(ValueError, match="learned table only"):
+        TrainConfig(model=ModelConfig(position="rope"), position_weight_decay=0.0)
+    with pytest.raises(ValueError, match="weight_decay must be >= 0"):
+        weight_decay_factor(LEARNED, -1.0)
 
 
 def test_per_position_nll_decomposes_the_perplexity() -> None:

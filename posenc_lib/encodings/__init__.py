@@ -11,7 +11,7 @@ from posenc_lib.encodings.rope import (
     rope_inverse_frequencies,
 )
 from posenc_lib.encodings.rope_scaling import ROPE_TYPES, normalize_rope_scaling, rope_scaled_frequencies
-from posenc_lib.encodings.sinusoidal import sinusoidal_encoding
+from posenc_lib.encodings.sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
 from posenc_lib.encodings.t5_bias import T5RelativePositionBias, t5_relative_position_bucket
 
 __all__ = [
@@ -29,5 +29,6 @@ __all__ = [
     "rope_inverse_frequencies",
     "rope_scaled_frequencies",
     "sinusoidal_encoding",
+    "sinusoidal_frequencies",
     "t5_relative_position_bucket",
 ]
