@@ -18,8 +18,12 @@ from posenc_lib.encodings import (
     RotaryEmbedding,
     T5RelativePositionBias,
     alibi_bias,
+    alibi_slopes,
+    positions_from_mask,
     sinusoidal_encoding,
 )
+from posenc_lib.encodings.learned import DEFAULT_INIT_STD
+from posenc_lib.encodings.positions import check_positions
 
 PositionScheme = Literal["none", "sinusoidal", "learned", "rope", "alibi", "t5"]
 SCHEMES: tuple[str, ...] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
@@ -39,8 +43,11 @@ class ModelConfig:
         mlp_ratio: hidden width of the MLP as a multiple of d_model.
         rope_base: RoPE's base (θ_i = base^(−2i/head_dim)).
         sinusoidal_base: the sinusoidal table's base.
-        learned_init: ``"normal"`` (N(0, 1), PyTorch's default) or ``"sinusoidal"`` (start the
+        learned_init: ``"normal"`` (N(0, learned_init_std²)) or ``"sinusoidal"`` (start the
             learned table from the sinusoidal values).
+        learned_init_std: standard deviation of the ``"normal"`` start, 0.02 by default (Hugging
+            Face's ``initializer_range`` for GPT-2 and BERT); 1.0 is PyTorch's ``nn.Embedding``
+            default, N(0, 1).
         position_after_norm: add absolute encodings to LayerNorm(token embeddings) instead of
             the raw embeddings.
     """
@@ -55,19 +62,31 @@ class ModelConfig:
     rope_base: float = 10000.0
     sinusoidal_base: float = 10000.0
     learned_init: Literal["normal", "sinusoidal"] = "normal"
+    learned_init_std: float = DEFAULT_INIT_STD
     position_after_norm: bool = False
 
     def __post_init__(self) -> None:
+        # Everything that would fail at the first forward pass fails here, when the model is built.
         if self.position not in SCHEMES:
             raise ValueError(f"position must be one of {SCHEMES}, got position={self.position!r}")
-        if self.num_heads < 1:
-            raise ValueError(f"num_heads must be >= 1, got num_heads={self.num_heads}")
+        for name in ("d_model", "num_layers", "num_heads", "max_positions", "vocab_size", "mlp_ratio"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {name}={getattr(self, name)}")
         if self.d_model % self.num_heads != 0:
             raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
-        if self.position in ("rope",) and (self.d_model // self.num_heads) % 2 != 0:
-            raise ValueError(f"RoPE needs an even head_dim, got head_dim={self.d_model // self.num_heads}")
+        if self.position == "rope" and self.head_dim % 2 != 0:
+            raise ValueError(f"RoPE rotates pairs, so it needs an even head_dim, got head_dim={self.head_dim}")
+        if self.position == "sinusoidal" and self.d_model % 2 != 0:
+            raise ValueError(f"the sinusoidal table pairs sin and cos, so it needs an even d_model, got d_model={self.d_model}")
         if self.learned_init not in ("normal", "sinusoidal"):
             raise ValueError(f"learned_init must be 'normal' or 'sinusoidal', got {self.learned_init!r}")
+        if self.position == "learned" and self.learned_init == "sinusoidal" and self.d_model % 2 != 0:
+            raise ValueError(f"learned_init='sinusoidal' needs an even d_model, got d_model={self.d_model}")
+        if not self.learned_init_std > 0:
+            raise ValueError(f"learned_init_std must be > 0, got learned_init_std={self.learned_init_std}")
+        for name in ("rope_base", "sinusoidal_base"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {name}={getattr(self, name)}")
 
     @property
     def head_dim(self) -> int:
@@ -88,13 +107,14 @@ class Block(nn.Module):
         hidden = config.mlp_ratio * config.d_model
         self.mlp = nn.Sequential(nn.Linear(config.d_model, hidden), nn.GELU(), nn.Linear(hidden, config.d_model))
 
-    def forward(self, x: Tensor, bias: Tensor | None) -> Tensor:
-        x = x + self.attn(self.norm1(x), bias)
+    def forward(self, x: Tensor, bias: Tensor | None, positions: Tensor | None = None) -> Tensor:
+        x = x + self.attn(self.norm1(x), bias, positions)
         return x + self.mlp(self.norm2(x))
 
 
 class TransformerLM(nn.Module):
-    """Decoder-only byte-level language model: ``forward(tokens [B, T]) -> logits [B, T, V]``.
+    """Decoder-only byte-level language model: ``forward(tokens [B, T], positions=None,
+    attention_mask=None) -> logits [B, T, V]``.
 
     Where each scheme acts:
 
@@ -118,7 +138,7 @@ class TransformerLM(nn.Module):
         self.embedding_norm = nn.LayerNorm(c.d_model) if c.position_after_norm else None
         self.learned = None
         if c.position == "learned":
-            self.learned = LearnedPositionalEmbedding(c.max_positions, c.d_model)
+            self.learned = LearnedPositionalEmbedding(c.max_positions, c.d_model, init_std=c.learned_init_std)
             if c.learned_init == "sinusoidal":
                 with torch.no_grad():
                     self.learned.table.weight.copy_(sinusoidal_encoding(c.max_positions, c.d_model, c.sinusoidal_base))
@@ -137,27 +157,91 @@ class TransformerLM(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def _sinusoidal(self, seq: int, device: torch.device, dtype: torch.dtype) -> Tensor:
-        if self._sinusoidal_cache.shape[0] < seq or self._sinusoidal_cache.device != device:
-            table = sinusoidal_encoding(max(seq, 2 * self._sinusoidal_cache.shape[0]), self.config.d_model, self.config.sinusoidal_base)
-            self._sinusoidal_cache = table.to(device)
-        return self._sinusoidal_cache[:seq].to(dtype)
+    def _sinusoidal(self, positions: Tensor, device: torch.device, dtype: torch.dtype) -> Tensor:
+        """Rows of the sinusoidal table for ``positions`` (``[T]`` or ``[B, T]``), cached and grown as needed."""
+        needed = int(positions.max()) + 1 if positions.numel() else 0
+        if self._sinusoidal_cache.shape[0] < needed or self._sinusoidal_cache.device != device:
+            rows = max(needed, 2 * self._sinusoidal_cache.shape[0])
+            self._sinusoidal_cache = sinusoidal_encoding(rows, self.config.d_model, self.config.sinusoidal_base).to(device)
+        return self._sinusoidal_cache[positions.to(device)].to(dtype)  # (T, C) or (B, T, C)
 
-    def attention_bias(self, seq: int, device: torch.device) -> Tensor | None:
-        """The additive score bias ``[H, T, T]`` shared by all layers (ALiBi, T5), else None."""
+    def attention_bias(
+        self,
+        seq: int,
+        device: torch.device,
+        positions: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> Tensor | None:
+        """The additive score bias shared by all layers, or None when there is none.
+
+        ALiBi: −m_h·|p_t − p_s|; T5: the learned bucket bias of p_s − p_t (Raffel et al. 2020
+        §2.1). With the default positions 0 … seq − 1 it is ``[H, T, T]``; with per-sequence
+        ``positions`` ``[B, T]`` it is ``[B, H, T, T]``. An ``attention_mask`` adds −inf at the
+        padding keys (``[B, 1 or H, T, T]``); a padding *query* keeps its own key, so its row is
+        finite (its output is meaningless and should be ignored).
+        """
+        bias = None
         if self.config.position == "alibi":
-            return alibi_bias(self.config.num_heads, seq, seq, device=device)
-        if self.t5_bias is not None:
-            return self.t5_bias(seq, seq)
-        return None
+            if positions is None:
+                bias = alibi_bias(self.config.num_heads, seq, seq, device=device)  # (H, T, T)
+            else:
+                p = positions.to(device).float()
+                p = p.expand(1, seq) if p.dim() == 1 else p  # (B, T)
+                slopes = alibi_slopes(self.config.num_heads).to(device)
+                distance = (p[:, :, None] - p[:, None, :]).abs()  # (B, T, T)
+                bias = -slopes[None, :, None, None] * distance[:, None]  # (B, H, T, T)
+        elif self.t5_bias is not None:
+            if positions is None:
+                bias = self.t5_bias(seq, seq)  # (H, T, T)
+            else:
+                p = positions.to(device)
+                p = p.expand(1, seq) if p.dim() == 1 else p  # (B, T)
+                bias = self.t5_bias.for_positions(p, p)  # (B, H, T, T)
+        if attention_mask is None:
+            return bias
+        keep = attention_mask.to(device=device, dtype=torch.bool)  # (B, S): True = a real key
+        eye = torch.eye(seq, dtype=torch.bool, device=device)
+        visible = keep[:, None, :] | eye[None]  # (B, T, S): real keys, plus each token's own
+        dtype = bias.dtype if bias is not None else torch.float32
+        padding = torch.zeros(visible.shape, device=device, dtype=dtype).masked_fill(~visible, float("-inf"))
+        padding = padding[:, None]  # (B, 1, T, S)
+        return padding if bias is None else bias + padding
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        if tokens.dim() != 2 or tokens.dtype.is_floating_point:
+    def forward(self, tokens: Tensor, positions: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        """Logits ``[B, T, V]`` for integer ``tokens`` ``[B, T]``.
+
+        Args:
+            tokens: int64 (any integer dtype) ``[batch, seq]``, values in [0, vocab_size).
+            positions: integer ``[seq]`` or ``[batch, seq]``, ≥ 0: the position of each token,
+                used by every scheme (e.g. an offset for a continued sequence, or restarting
+                positions of packed sequences). Default: read off ``attention_mask`` when one is
+                given (:func:`~posenc_lib.encodings.positions.positions_from_mask`), else
+                0 … seq − 1.
+            attention_mask: ``[batch, seq]``, 1/True for real tokens, 0/False for padding; padding
+                keys are masked out of every query's attention. With a left-padded batch, each
+                row's real tokens then get the same logits as the unpadded sequence alone (up to
+                float rounding).
+
+        Raises:
+            ValueError: for tokens that are not a 2-D integer tensor, token ids outside
+                [0, vocab_size), a mask or positions of the wrong shape or dtype, negative
+                positions, or (``learned``) a position beyond the table.
+        """
+        if tokens.dim() != 2 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
             raise ValueError(f"tokens must be an integer tensor [batch, seq], got {tokens.dtype} {tuple(tokens.shape)}")
-        seq = tokens.shape[1]
+        batch, seq = tokens.shape
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
             raise ValueError(f"token ids must lie in [0, vocab_size={self.config.vocab_size}), got min {int(tokens.min())}, max {int(tokens.max())}")
-        if self.max_length is not None and seq > self.max_length:
+        if attention_mask is not None:
+            if attention_mask.shape != (batch, seq):
+                raise ValueError(f"attention_mask must be [batch={batch}, seq={seq}], got shape {tuple(attention_mask.shape)}")
+            if positions is None:
+                positions = positions_from_mask(attention_mask)  # (B, T), 0 at the pads
+        if positions is not None:
+            check_positions(positions, batch, seq)
+            if positions.numel() and int(positions.min()) < 0:
+                raise ValueError(f"positions must be >= 0, got min {int(positions.min())}")
+        elif self.max_length is not None and seq > self.max_length:
             raise ValueError(
                 f"sequence length {seq} exceeds max_positions={self.max_length} of the learned position table"
             )
@@ -165,10 +249,11 @@ class TransformerLM(nn.Module):
         if self.embedding_norm is not None:
             x = self.embedding_norm(x)
         if self.learned is not None:
-            x = self.learned(x)
+            x = self.learned(x, positions)
         elif self.config.position == "sinusoidal":
-            x = x + self._sinusoidal(seq, x.device, x.dtype)  # (T, C) broadcasts over B
-        bias = self.attention_bias(seq, x.device)
+            p = torch.arange(seq, device=x.device) if positions is None else positions
+            x = x + self._sinusoidal(p, x.device, x.dtype)  # (T, C) or (B, T, C) broadcasts over B
+        bias = self.attention_bias(seq, x.device, positions, attention_mask)
         for block in self.blocks:
-            x = block(x, bias)
+            x = block(x, bias, positions)
         return self.lm_head(self.final_norm(x))  # (B, T, V)

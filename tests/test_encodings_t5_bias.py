@@ -24,3 +24,13 @@ def test_module_shape_and_zero_init() -> None:
     bias = T5RelativePositionBias(4)
     out = bias(3, 5)
     assert out.shape == (4, 3, 5) and torch.all(out == 0)
+
+
+def test_for_positions_matches_the_default_grid() -> None:
+    from posenc_lib import T5RelativePositionBias
+
+    bias = T5RelativePositionBias(3)
+    torch.nn.init.normal_(bias.bias.weight)
+    p = torch.arange(7)[None]
+    assert torch.equal(bias.for_positions(p, p)[0], bias(7, 7))
+    assert torch.equal(bias.for_positions(p + 100, p + 100)[0], bias(7, 7))  # offsets only

@@ -1,7 +1,8 @@
-"""Positions of the real tokens in a padded batch, shared by the relative encodings (RoPE, ALiBi)."""
+"""Positions of the tokens of a batch: read off a padding mask, and checked where they are given."""
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 
@@ -31,3 +32,15 @@ def positions_from_mask(attention_mask: Tensor) -> Tensor:
     if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
         raise ValueError("attention_mask must hold only 0/1 (or False/True)")
     return (mask.cumsum(-1) - 1).clamp(min=0) * mask  # (B, S)
+
+
+def check_positions(positions: Tensor, batch: int, seq: int) -> None:
+    """Raise a ValueError unless ``positions`` are integers shaped ``[seq]`` or ``[batch, seq]``.
+
+    Raises:
+        ValueError: naming the dtype or the shape that was expected.
+    """
+    if positions.dtype.is_floating_point or positions.dtype == torch.bool:
+        raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
+    if positions.shape not in ((seq,), (batch, seq)):
+        raise ValueError(f"positions must be [seq={seq}] or [batch={batch}, seq={seq}], got shape {tuple(positions.shape)}")

@@ -90,3 +90,29 @@ class T5RelativePositionBias(nn.Module):
             relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
         )
         return self.bias(buckets).permute(2, 0, 1)  # (q, k, h) -> (h, q, k)
+
+    def for_positions(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Bias for explicit positions, e.g. per-sequence positions of a left-padded batch.
+
+        Args:
+            query_positions: integer ``[batch, q_len]``.
+            key_positions: integer ``[batch, k_len]``.
+
+        Returns:
+            ``[batch, num_heads, q_len, k_len]``: the bias of offset key − query, in the table's
+            dtype, on its device.
+
+        Raises:
+            ValueError: for positions that are not integer ``[batch, len]`` tensors with equal batch.
+        """
+        for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
+            if p.dim() != 2 or p.dtype.is_floating_point or p.dtype == torch.bool:
+                raise ValueError(f"{name} must be an integer tensor [batch, len], got {p.dtype} {tuple(p.shape)}")
+        if query_positions.shape[0] != key_positions.shape[0]:
+            raise ValueError(f"batch sizes differ: {query_positions.shape[0]} queries vs {key_positions.shape[0]} keys")
+        device = self.bias.weight.device
+        relative = key_positions.to(device)[:, None, :] - query_positions.to(device)[:, :, None]  # (B, q, k)
+        buckets = t5_relative_position_bucket(
+            relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+        )
+        return self.bias(buckets).permute(0, 3, 1, 2)  # (B, q, k, h) -> (B, h, q, k)
