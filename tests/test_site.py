@@ -1,0 +1,530 @@
+"""The book as readers meet it: the built website in a browser, and the ways to get the
+book.
+
+* The site is built (``jupyter-book build . -W``; incremental, so quick after the
+  README's build) and every page of ``_toc.yml`` is opened in headless Chromium at 1280
+  px, served over HTTP as a website would be. Each page must show: math typeset by
+  MathJax and no raw TeX left; every image loaded, with alt text, and not shrunk below
+  80 % of its size; nothing in the main column wider than the column (no output that
+  scrolls or is clipped sideways); citations that link to a reference whose label reads
+  like the citation; no console errors and no request that fails or leaves the site.
+* Every link and anchor between the site's pages resolves.
+* Chapters carry a Colab button at the book's version.
+* The landing page's sentences about its figure hold on the stored results it draws.
+* The GitHub Pages workflow runs the README's build command and publishes
+  ``_build/html``.
+* A wheel of posenc_lib carries every subpackage, the corpora and the stored results.
+
+Chromium comes from the Debian package ``chromium`` (``.ci/run`` installs it when
+missing) and is driven with Playwright. Where it cannot be installed, ``.ci/run`` says
+why in ``$POSENC_BROWSER_UNAVAILABLE`` and the browser tests skip with that reason;
+anywhere else a missing Chromium fails under CI (``$CI``) and skips with instructions on
+a developer machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urljoin, urlparse
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPOSITORY = CONFIG["repository"]["url"]
+TAG = CONFIG["repository"]["branch"]
+VIEWPORT = {"width": 1280, "height": 900}
+MIN_SCALE = 0.8  # an image shown below 80 % of its size has text too small to read
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def toc_files() -> list[str]:
+    def walk(node) -> list[str]:
+        found = []
+        if isinstance(node, dict):
+            found += [node[k] for k in ("root", "file") if k in node]
+            for key in ("parts", "chapters", "sections"):
+                found += walk(node.get(key, []))
+        elif isinstance(node, list):
+            for item in node:
+                found += walk(item)
+        return found
+
+    return walk(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+
+
+PAGES = toc_files()
+
+
+def readme_command(marker: str) -> str:
+    """The command in the fenced block after ``<!-- marker -->`` in README.md."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(rf"<!-- {marker} -->\s*```bash\n(.+?)\n```", text, re.S)
+    assert match, f"README.md has no ```bash block after <!-- {marker} -->"
+    return match.group(1).strip()
+
+
+# --- The built site -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """``_build/html``, built now with warnings as errors (incremental: quick if up to date)."""
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    command = [
+        str(jupyter_book if jupyter_book.exists() else "jupyter-book"),
+        "build",
+        ".",
+        "-W",
+        "--keep-going",
+    ]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert (
+        done.returncode == 0
+    ), f"the book does not build with -W:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return HTML
+
+
+def page_path(docname: str) -> str:
+    return f"{docname}.html"
+
+
+def ids_and_links(path: Path) -> tuple[set[str], list[tuple[str, str]]]:
+    """The ids (and names) of a page's elements, and its (tag, url) references."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(errors="replace"), "html.parser")
+    ids = {el["id"] for el in soup.find_all(id=True)} | {
+        el["name"] for el in soup.find_all("a", attrs={"name": True})
+    }
+    links = [
+        (el.name, el[attr])
+        for attr, tags in (("href", ("a", "link")), ("src", ("img", "script")))
+        for el in soup.find_all(tags)
+        if el.get(attr)
+    ]
+    return ids, links
+
+
+def test_internal_links_and_anchors_resolve(site: Path) -> None:
+    pages = {
+        p: ids_and_links(p) for p in site.rglob("*.html") if "_static" not in p.parts
+    }
+    broken = []
+    for path, (_, links) in pages.items():
+        base = path.as_uri()
+        for tag, url in links:
+            parsed = urlparse(url)
+            if parsed.scheme in (
+                "http",
+                "https",
+                "mailto",
+                "javascript",
+                "data",
+            ) or url.startswith("//"):
+                continue
+            target_url, fragment = urldefrag(urljoin(base, url))
+            target = Path(unquote(urlparse(target_url).path))
+            if target.is_dir():
+                target = target / "index.html"
+            where = f"{path.relative_to(site)}: <{tag}> {url}"
+            if not target.exists():
+                broken.append(
+                    f"{where} (no file {target.relative_to(site) if site in target.parents else target})"
+                )
+            elif fragment and target.suffix == ".html":
+                ids = pages[target][0] if target in pages else ids_and_links(target)[0]
+                if fragment not in ids:
+                    broken.append(f"{where} (no element #{fragment})")
+    assert not broken, "broken internal links:\n" + "\n".join(broken)
+
+
+@pytest.mark.parametrize("docname", [d for d in PAGES if d.startswith("notebooks/")])
+def test_chapter_has_a_colab_button_at_the_book_version(
+    site: Path, docname: str
+) -> None:
+    html = (site / page_path(docname)).read_text()
+    owner_repo = urlparse(REPOSITORY).path.strip("/")
+    expected = f"https://colab.research.google.com/github/{owner_repo}/blob/{TAG}/{docname}.ipynb"
+    assert expected in html, f"{docname}: no Colab launch button to {expected}"
+
+
+# --- In the browser -------------------------------------------------------------------
+
+
+def chromium_executable() -> str | None:
+    for candidate in (
+        os.environ.get("POSENC_CHROMIUM"),
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+    ):
+        if candidate and shutil.which(candidate):
+            return shutil.which(candidate)
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser(site: Path):
+    """Headless Chromium and the base URL of the site, served over HTTP as a website is."""
+    unavailable = os.environ.get("POSENC_BROWSER_UNAVAILABLE")
+    if unavailable:
+        pytest.skip(f"browser tests not run: {unavailable}")
+    executable = chromium_executable()
+    if executable is None:
+        message = (
+            "Chromium not found (looked for $POSENC_CHROMIUM, chromium, chromium-browser, "
+            "google-chrome); install it with `apt-get install chromium` — .ci/run does"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(f"browser tests not run: {message}")
+    from playwright.sync_api import sync_playwright
+
+    handler = functools.partial(QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=executable, args=CHROMIUM_FLAGS
+        )
+        yield chromium, base
+        chromium.close()
+    server.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(
+        self, format: str, *args
+    ) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+# Runs in the page once it has loaded and MathJax has finished: every problem a reader would see.
+INSPECT = r"""
+async (minScale) => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  // Open what a reader can open (solutions, hidden code), since it must fit too.
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+  await new Promise(r => setTimeout(r, 100));
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const right = article.getBoundingClientRect().right;
+  const problems = [];
+  const describe = (e) => {
+    const cls = (e.className && e.className.baseVal === undefined) ? e.className : '';
+    const text = (e.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 70);
+    return `<${e.tagName.toLowerCase()}${cls ? ' class="' + cls + '"' : ''}> "${text}"`;
+  };
+  const visible = (e) => e.getClientRects().length > 0;
+
+  // Math: every math element typeset, no raw TeX delimiters left in the text.
+  const maths = [...article.querySelectorAll('.math')];
+  const raw = maths.filter(m => !m.querySelector('mjx-container'));
+  if (raw.length) problems.push(`${raw.length} of ${maths.length} math elements not typeset, e.g. ${describe(raw[0])}`);
+  const prose = article.cloneNode(true);
+  prose.querySelectorAll('pre, code, script, style, mjx-container, .highlight').forEach(e => e.remove());
+  for (const delimiter of ['\\(', '\\)', '\\[', '\\]', '$$']) {
+    const at = prose.textContent.indexOf(delimiter);
+    if (at >= 0) problems.push(`raw TeX ${delimiter} in the text: "${prose.textContent.slice(Math.max(0, at - 40), at + 40).replace(/\s+/g, ' ')}"`);
+  }
+
+  // Images: loaded, described, and shown at a readable size.
+  for (const img of article.querySelectorAll('img')) {
+    const src = img.getAttribute('src') || '';
+    const name = src.split('/').pop();
+    if (!img.complete || img.naturalWidth === 0) { problems.push(`image not loaded: ${src}`); continue; }
+    const alt = (img.getAttribute('alt') || '').trim();
+    if (!alt || alt === src || alt.endsWith(name) || /\.(png|jpe?g|svg|gif)$/i.test(alt)) {
+      problems.push(`image without alt text (alt="${alt.slice(0, 60)}"): ${name}`);
+    }
+    const shown = img.getBoundingClientRect().width;
+    if (visible(img) && shown < minScale * img.naturalWidth - 1) {
+      problems.push(`image shrunk to ${Math.round(100 * shown / img.naturalWidth)} % (${Math.round(shown)} of ${img.naturalWidth} px): ${name}`);
+    }
+  }
+
+  // Width: nothing scrolls or is clipped sideways, nothing sticks out of the column.
+  const clips = (e) => ['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(e).overflowX);
+  const block = (e) => !getComputedStyle(e).display.startsWith('inline');
+  for (const e of article.querySelectorAll('*')) {
+    if (!visible(e) || !block(e) || e.parentElement?.closest('mjx-container')) continue;
+    if (clips(e) && e.scrollWidth > e.clientWidth + 2) {
+      problems.push(`wider than the column by ${e.scrollWidth - e.clientWidth} px (scrolls or is cut): ${describe(e)}`);
+    }
+  }
+  for (const e of article.querySelectorAll('div, pre, table, img, figure, p, ul, ol, dl, mjx-container[display="true"]')) {
+    if (!visible(e) || e.getBoundingClientRect().right <= right + 2) continue;
+    let inside = false;
+    for (let a = e.parentElement; a && a !== article; a = a.parentElement) { if (clips(a)) { inside = true; break; } }
+    if (!inside) problems.push(`sticks out of the column by ${Math.round(e.getBoundingClientRect().right - right)} px: ${describe(e)}`);
+  }
+
+  // Citations: each links to an element whose label reads like the citation.
+  const citations = [...article.querySelectorAll('span.bibtex-citation a, a.bibtex-citation')];
+  const targets = [];
+  for (const a of citations) {
+    const url = new URL(a.href);
+    targets.push({text: a.textContent.trim(), page: url.origin + url.pathname, id: decodeURIComponent(url.hash.slice(1))});
+  }
+  return {problems, citations: targets, here: location.origin + location.pathname};
+}
+"""
+
+
+def label_of(target: dict, cache: dict) -> str | None:
+    """Text of the label of the citation target (on this page or another one)."""
+    key = (target["page"], target["id"])
+    if key not in cache:
+        from bs4 import BeautifulSoup
+
+        path = HTML / urlparse(target["page"]).path.lstrip("/")
+        soup = BeautifulSoup(path.read_text(), "html.parser")
+        element = soup.find(id=target["id"])
+        label = element.find(class_="label") if element else None
+        cache[key] = (
+            label.get_text(" ", strip=True).strip("[] ")
+            if label
+            else (element.get_text(" ", strip=True)[:80] if element else None)
+        )
+    return cache[key]
+
+
+_LABELS: dict = {}
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_page_reads_well_in_chromium(browser, docname: str) -> None:
+    chromium, base = browser
+    errors: list[str] = []
+
+    def on_console(message) -> None:
+        if message.type == "error":
+            errors.append(f"console error: {message.text}")
+
+    def on_request(route) -> None:
+        if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
+            errors.append(f"request leaves the site: {route.request.url}")
+            route.abort()
+        else:
+            route.continue_()
+
+    page = chromium.new_page(viewport=VIEWPORT)
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
+    page.on(
+        "requestfailed", lambda request: errors.append(f"request failed: {request.url}")
+    )
+    page.route("**/*", on_request)
+    try:
+        response = page.goto(base + page_path(docname), wait_until="load")
+        assert (
+            response is not None and response.ok
+        ), f"{docname}: HTTP {response and response.status}"
+        report = page.evaluate(INSPECT, MIN_SCALE)
+    finally:
+        page.close()
+    problems = errors + report["problems"]
+    for citation in report["citations"]:
+        label = label_of(citation, _LABELS)
+        words = re.findall(r"\w+", citation["text"].replace("et al", ""))
+        if label is None:
+            problems.append(
+                f"citation {citation['text']!r} links to nothing (#{citation['id']})"
+            )
+        elif not all(word in label for word in words):
+            problems.append(
+                f"citation {citation['text']!r} links to an entry labelled {label!r}"
+            )
+    assert not problems, f"{docname}, at {VIEWPORT['width']} px:\n" + "\n".join(
+        problems
+    )
+
+
+# --- What the landing page says -------------------------------------------------------
+
+
+def test_landing_page_claims_hold_on_the_stored_results() -> None:
+    """book/intro.md: on the stored `book` sweep (sliding windows), ALiBi stays flat (within
+    2 %) up to 16 × L_train, and RoPE and sinusoidal rise (by more than 10 %) at 2 × L_train.
+    """
+    from posenc_lib.experiments import summarize
+    from posenc_lib.stored import load_stored_results
+
+    results = load_stored_results("book")
+    summary = summarize(results)["sliding"]
+    train_length = results[0]["run"]["train_length"]
+    mean = {
+        scheme: {L: v[0] for L, v in curve.items()} for scheme, curve in summary.items()
+    }
+    assert max(mean["alibi"]) == 16 * train_length
+    assert all(
+        abs(p / mean["alibi"][train_length] - 1) < 0.02 for p in mean["alibi"].values()
+    )
+    for scheme in ("rope", "sinusoidal"):
+        assert (
+            mean[scheme][2 * train_length] > 1.10 * mean[scheme][train_length]
+        ), scheme
+    intro = (ROOT / "book" / "intro.md").read_text()
+    assert "stays flat up to 16 times the training length" in " ".join(intro.split())
+
+
+# --- Deployment and packaging ---------------------------------------------------------
+
+
+def test_pages_workflow_builds_with_the_readme_command_and_publishes_the_html() -> None:
+    workflow = yaml.safe_load(
+        (ROOT / ".github" / "workflows" / "pages.yml").read_text()
+    )
+    triggers = workflow.get(
+        "on", workflow.get(True)
+    )  # PyYAML reads a bare `on:` as True
+    assert "push" in triggers and "workflow_dispatch" in triggers
+    assert workflow["permissions"] == {
+        "contents": "read",
+        "pages": "write",
+        "id-token": "write",
+    }
+    steps = workflow["jobs"]["build"]["steps"]
+    runs = [step["run"].strip() for step in steps if "run" in step]
+    assert (
+        readme_command("build command") in runs
+    ), "the workflow must run the README's build command"
+    upload = [
+        s
+        for s in steps
+        if str(s.get("uses", "")).startswith("actions/upload-pages-artifact")
+    ]
+    assert len(upload) == 1 and upload[0]["with"]["path"] == "_build/html"
+    deploy = workflow["jobs"]["deploy"]
+    assert deploy["needs"] == "build"
+    assert any(
+        str(s.get("uses", "")).startswith("actions/deploy-pages")
+        for s in deploy["steps"]
+    )
+
+
+def test_the_version_is_written_once_and_followed() -> None:
+    import tomllib
+
+    import posenc_lib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert (
+        posenc_lib.__version__ == version
+    ), "pyproject.toml and posenc_lib.__version__ disagree"
+    assert (
+        TAG == f"v{version}"
+    ), f"_config.yml repository.branch must be the tag v{version}, got {TAG}"
+    readme = (ROOT / "README.md").read_text()
+    owner_repo = urlparse(REPOSITORY).path.strip("/")
+    assert (
+        f"https://colab.research.google.com/github/{owner_repo}/blob/{TAG}/" in readme
+    )
+    assert (
+        f"https://{owner_repo.split('/')[0]}.github.io/{owner_repo.split('/')[1]}/"
+        in readme
+    )
+
+
+def test_how_to_run_commands_are_the_readmes() -> None:
+    how_to = (ROOT / "book" / "how_to_run.md").read_text()
+    blocks = re.findall(r"```bash\n(.+?)\n```", how_to, re.S)
+    assert blocks and blocks[0].strip() == readme_command(
+        "local command"
+    ), "book/how_to_run.md's first command must be the README's local command"
+
+
+def test_every_subpackage_is_packaged() -> None:
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+            "packages"
+        ]
+    )
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "posenc_lib").rglob("__init__.py")
+    }
+    assert (
+        on_disk <= listed
+    ), f"add to [tool.setuptools] packages in pyproject.toml: {sorted(on_disk - listed)}"
+
+
+def test_a_wheel_carries_the_corpora_and_the_stored_results(tmp_path: Path) -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    source = tmp_path / "src"
+    for name in filter(None, tracked.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    # Offline with the setuptools at hand; otherwise pip fetches setuptools to build.
+    isolation = ["--no-build-isolation"] if _has_setuptools() else []
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "-q",
+        *isolation,
+        "-w",
+        str(tmp_path / "dist"),
+        str(source),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = (tmp_path / "dist").glob("posenc_lib-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    stored = {
+        n for n in names if n.startswith("posenc_lib/results/") and n.endswith(".json")
+    }
+    expected = {
+        f"posenc_lib/results/{p.parent.name}/{p.name}"
+        for p in (ROOT / "results").glob("*/*.json")
+    }
+    assert (
+        expected and stored == expected
+    ), f"missing from the wheel: {sorted(expected - stored)[:5]}"
+    assert any(n.startswith("posenc_lib/corpora/austen/") for n in names)
+    assert {
+        "posenc_lib/encodings/__init__.py",
+        "posenc_lib/symbolic/__init__.py",
+    } <= names
+
+
+def _has_setuptools() -> bool:
+    """setuptools >= 68 (pyproject.toml's build requirement) is importable here."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return int(version("setuptools").split(".")[0]) >= 68
+    except (PackageNotFoundError, ValueError):
+        return False
