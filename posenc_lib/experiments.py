@@ -425,7 +425,7 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
 
 
 def ratio_spread(results: Iterable[dict]) -> pd.DataFrame:
-    """Spread over seeds of each run's ratio PPL(k · L_train) / PPL(L_train), per protocol.
+    """Spread over seeds of each run's ratio PPL(L) / PPL(L_train), per protocol and L.
 
     Seed-to-seed differences in a scheme's *level* of perplexity mostly cancel in the ratio,
     because both of its terms come from the same model; so a ratio can be far from 1 compared
@@ -435,7 +435,7 @@ def ratio_spread(results: Iterable[dict]) -> pd.DataFrame:
         results: result records (several seeds of the same schemes).
 
     Returns:
-        A DataFrame indexed by (``protocol``, ``scheme``, ``multiple`` k = L / L_train, k > 1)
+        A DataFrame indexed by (``protocol``, ``scheme``, ``multiple`` = L / L_train > 1)
         with columns ``mean``, ``std`` (sample standard deviation, n − 1; NaN for one seed),
         ``min``, ``max`` of the per-seed ratio, and ``n`` (seeds). Schemes without an
         evaluation past L_train (the learned table) have no rows.
@@ -463,8 +463,8 @@ def summary_table(
         protocol: ``"nonoverlapping"`` or ``"sliding"`` (:data:`PROTOCOLS`).
         value: ``"perplexity"``: mean ± std over seeds of the perplexity at each L (the
             numbers of :func:`summarize`), one column per L in bytes; or ``"ratio"``: mean ±
-            std over seeds of each run's PPL(k · L_train) / PPL(L_train) (the numbers of
-            :func:`ratio_spread`), one column per multiple k > 1.
+            std over seeds of each run's PPL(L) / PPL(L_train) (the numbers of
+            :func:`ratio_spread`), one column per multiple L / L_train > 1.
         digits: decimals shown.
 
     Returns:
@@ -487,7 +487,7 @@ def summary_table(
     column, column_name = "eval_length", "L (bytes)"
     if value == "ratio":
         frame = frame[frame["multiple"] > 1]
-        column, column_name = "multiple", "k = L / L_train"
+        column, column_name = "multiple", "L / L_train"
     stats = frame.groupby(["scheme", column], sort=False)[value].agg(["mean", "std"])
     stats["std"] = stats["std"].fillna(0.0)  # one seed: no spread to show
     cells = [f"{mean:.{digits}f} ± {std:.{digits}f}" for mean, std in stats.to_numpy()]
