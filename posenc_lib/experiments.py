@@ -417,15 +417,6 @@ def format_table(summary: dict[str, dict[str, dict[int, tuple[float, float, int]
     return "\n".join(lines).rstrip()
 
 
-<<<<<<< HEAD
-def _shard_argument(text: str) -> tuple[int, int]:
-    try:
-        return parse_shard(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-=======
 
 # --- Seed statistics as tables: per-run ratios, their spread, a DataFrame view of summarize() ---
 
@@ -566,7 +557,14 @@ def summary_table(
     table.columns.name = column_name
     return table
 
->>>>>>> 2cbae20
+
+def _shard_argument(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m posenc_lib.experiments", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
