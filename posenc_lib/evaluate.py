@@ -131,7 +131,7 @@ def per_position_nll(
 
     Returns:
         float64 ``[L]``: entry t is the mean NLL (nats) of the byte predicted at position t,
-        i.e. with t earlier bytes of the window as context.
+        i.e. the next byte, predicted from the t + 1 bytes at positions 0 … t of the window.
 
     Raises:
         ValueError: as :func:`evaluate_perplexity`.

@@ -5,7 +5,8 @@ of its scale's grid under two protocols (Press et al. 2022, §4 and Appendix B):
 
 * ``nonoverlapping``: windows of L tokens side by side, every token scored;
 * ``sliding``: windows of L tokens every S = L / ``scale.sliding_divisor`` tokens, only the last
-  S of each scored, so every scored token sees at least L − S tokens of context.
+  S of each scored (the first window scores all of its tokens), so every scored token after
+  the first window sees at least L − S tokens of context.
 
 A run writes one JSON file, atomically (a temporary file, then :func:`os.replace`), holding its
 configuration, its results and its provenance (git commit, torch version, device, dtype, wall

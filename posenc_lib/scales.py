@@ -29,7 +29,8 @@ class Scale:
         model_extra: further :class:`ModelConfig` fields.
         corpus: the corpus to train and test on (a name in ``posenc_lib.data.CORPORA``).
         sliding_divisor: sliding-window evaluation at length L uses stride S = L / sliding_divisor,
-            so every scored token sees at least L − S tokens of context.
+            so every scored token after the first window sees at least L − S tokens of
+            context (the first window scores all of its tokens).
         sweep_eval_tokens: test bytes each evaluation of a sweep scores (default ``eval_tokens``);
             smaller keeps 18 models × 5 lengths × 2 protocols affordable on a CPU.
     """
