@@ -28,12 +28,84 @@ def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = N
     return mask.masked_fill(key_positions > query_positions, float("-inf"))
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None, *, causal: bool = True) -> Tensor:
+CAUSAL_BLOCK = 512
+"""Queries per block when :func:`attend` runs a causal float mask block by block (the
+CPU kernel splits keys into blocks of 512 too, so the blocks change no rounding
+there)."""
+
+
+def score_mask(
+    bias: Tensor | None,
+    q_len: int,
+    k_len: int,
+    *,
+    causal: bool = True,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor | None:
+    """The one additive mask SDPA adds to the scores: the bias, with −inf where a query
+    must not look (keys after it, when ``causal``).
+
+    Press et al. (2022) keep ALiBi as cheap as a plain causal model this way: the bias
+    is folded into the causal mask that is added to the scores anyway, once, instead of
+    being added on its own in every layer. :class:`~posenc_lib.model.TransformerLM`
+    builds this mask once per forward pass (for ALiBi once per length, device and dtype)
+    and hands it to every layer through ``attend(..., mask=...)``.
+
+    Args:
+        bias: additive scores ``[H, T, S]`` or ``[B, H, T, S]`` (ALiBi, T5, padding),
+            or None.
+        q_len, k_len: T and S; with ``causal`` the queries are aligned to the end of
+            the keys.
+        causal: add −inf above the (end-aligned) diagonal.
+        device, dtype: of the mask (dtype must be the dtype of q in attention).
+
+    Returns:
+        ``[B | 1, H | 1, T, S]`` (4-D: CPU SDPA keeps its fused kernel only for a 4-D
+        mask), or None when there is nothing to add beyond what SDPA's
+        ``is_causal=True`` does (no bias, and T = S or no causal mask).
+
+    Raises:
+        ValueError: for a bias whose last two sizes are not (T, S) or whose rank is not
+            3 or 4.
+    """
+    if bias is None and (q_len == k_len or not causal):
+        return None
+    if causal:
+        mask = causal_mask(q_len, k_len, device=device, dtype=dtype)
+    else:
+        mask = torch.zeros(q_len, k_len, device=device, dtype=dtype)
+    if bias is not None:
+        if bias.shape[-2:] != (q_len, k_len) or bias.dim() not in (3, 4):
+            raise ValueError(
+                f"bias must be [heads, {q_len}, {k_len}] or "
+                f"[batch, heads, {q_len}, {k_len}], "
+                f"got {tuple(bias.shape)}"
+            )
+        mask = bias.to(dtype) + mask  # (…, H, T, S)
+    # A 4-D mask keeps CPU SDPA on its fused kernel; with a 2-D or 3-D one it falls back
+    # to the slower "math" path that materialises the full score matrix.
+    return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # (B|1, H|1, T, S)
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: Tensor | None = None,
+    *,
+    causal: bool = True,
+    mask: Tensor | None = None,
+) -> Tensor:
     """Scaled dot-product attention, softmax(q kᵀ/√D + bias + mask) v (Vaswani et al. 2017, eq. 1).
 
-    Runs on :func:`torch.nn.functional.scaled_dot_product_attention`. Without a bias it uses
-    ``is_causal=True`` (PyTorch's fused kernels); with one, the bias and the causal mask are
-    summed into one float ``attn_mask`` — on CPU this is SDPA's fast path.
+    Runs on :func:`torch.nn.functional.scaled_dot_product_attention`. Without a bias it
+    uses ``is_causal=True`` (PyTorch's fused kernels); with one, the bias and the causal
+    mask are summed into one float ``attn_mask`` by :func:`score_mask` — on CPU this is
+    SDPA's fast path. A caller that attends many times with the same bias (every layer
+    of a model) builds that mask once and passes it as ``mask``. A causal float mask
+    longer than :data:`CAUSAL_BLOCK` queries runs block by block, so that the kernel
+    skips most of the scores above the diagonal, as ``is_causal=True`` does.
 
     Args:
         q: ``[B, H, T, D]``; k, v: ``[B, H, S, D]`` (with ``causal``, T ≤ S and the queries
@@ -41,27 +113,42 @@ def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None, *, causa
         bias: additive scores ``[H, T, S]`` or ``[B, H, T, S]`` (ALiBi, T5), or None.
         causal: mask keys after each query (a language model); ``False`` lets every query see
             every key (an encoder).
+        mask: a finished mask from :func:`score_mask` (bias, and with ``causal`` the
+            −inf above the diagonal, already in it), in q's dtype; then ``bias`` must be
+            None.
 
     Returns:
         ``[B, H, T, D]``, q's dtype.
 
     Raises:
-        ValueError: when the ranks or sizes disagree.
+        ValueError: when the ranks or sizes disagree, or both ``bias`` and ``mask`` are
+            given.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if mask is not None and bias is not None:
+        raise ValueError("give either bias or a finished mask, not both")
     t, s = q.shape[-2], k.shape[-2]
-    if bias is None and (t == s or not causal):
+    if mask is None:
+        mask = score_mask(bias, t, s, causal=causal, device=q.device, dtype=q.dtype)
+    if mask is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    mask = causal_mask(t, s, device=q.device, dtype=q.dtype) if causal else torch.zeros(t, s, device=q.device, dtype=q.dtype)
-    if bias is not None:
-        if bias.shape[-2:] != (t, s) or bias.dim() not in (3, 4):
-            raise ValueError(f"bias must be [heads, {t}, {s}] or [batch, heads, {t}, {s}], got {tuple(bias.shape)}")
-        mask = bias.to(q.dtype) + mask  # (…, H, T, S)
-    # A 4-D mask keeps CPU SDPA on its fused kernel; with a 2-D or 3-D one it falls back to the
-    # slower "math" path that materialises extra copies (measured in the ALiBi chapter).
-    mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # (…, T, S) -> (B|1, H|1, T, S)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if not causal or t <= CAUSAL_BLOCK:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    # A float mask hides the causal structure from the kernel, so it would compute every
+    # score, also the half above the diagonal that the mask then discards
+    # (is_causal=True skips those). Cutting the queries into blocks gives that saving
+    # back: the block of queries up to position t needs only the keys up to t.
+    offset = s - t  # query i sits at key position i + offset
+    blocks = []
+    for start in range(0, t, CAUSAL_BLOCK):
+        stop = min(t, start + CAUSAL_BLOCK)
+        keys = stop + offset  # keys 0 … keys − 1 are the only ones these queries see
+        blocks.append(F.scaled_dot_product_attention(
+            q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys],
+            attn_mask=mask[..., start:stop, :keys],
+        ))  # (B, H, block, D)
+    return torch.cat(blocks, dim=2)  # (B, H, T, D)
 
 
 class SelfAttention(nn.Module):
@@ -73,8 +160,10 @@ class SelfAttention(nn.Module):
         rotary: a :class:`RotaryEmbedding` to apply to q and k, or None.
         causal: mask future keys (default, a language model) or not (an encoder).
 
-    ``forward(x [B, T, C], bias=None, positions=None) -> [B, T, C]``; ``positions`` (integer
-    ``[T]`` or ``[B, T]``) defaults to 0 … T−1 and is only used by RoPE.
+    ``forward(x [B, T, C], bias=None, positions=None, mask=None) -> [B, T, C]``;
+    ``positions`` (integer ``[T]`` or ``[B, T]``) defaults to 0 … T−1 and is only used
+    by RoPE; ``mask`` is a finished :func:`score_mask` (then ``bias`` is None), as the
+    model passes to every layer.
     """
 
     def __init__(self, d_model: int, num_heads: int, *, rotary: RotaryEmbedding | None = None, causal: bool = True) -> None:
@@ -95,8 +184,7 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(c, dim=-1)  # 3 × (B, T, C)
         # (B, T, C) -> (B, H, T, D)
         q, k, v = (z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
-        if self.rotary is not None:
-            positions = torch.arange(t, device=x.device) if positions is None else positions
+        if self.rotary is not None:  # positions None: 0 … T−1, cos/sin rows as a view
             q, k = self.rotary(q, positions), self.rotary(k, positions)
         return q, k, v
 
@@ -115,8 +203,14 @@ class SelfAttention(nn.Module):
             scores = scores + causal_mask(t, t, device=x.device)
         return scores.softmax(dim=-1)
 
-    def forward(self, x: Tensor, bias: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        bias: Tensor | None = None,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
         b, t, c = x.shape
         q, k, v = self.project(x, positions)  # 3 × (B, H, T, D)
-        y = attend(q, k, v, bias, causal=self.causal)  # (B, H, T, D)
+        y = attend(q, k, v, bias, causal=self.causal, mask=mask)  # (B, H, T, D)
         return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)

@@ -22,7 +22,7 @@ import torch
 
 from posenc_lib.files import write_atomic
 from posenc_lib.model import TransformerLM
-from posenc_lib.train import TrainConfig, TrainRecord, train
+from posenc_lib.train import FineTuneConfig, TrainConfig, TrainRecord, fine_tune, train
 
 # The modules whose code decides what a trained model is.
 _SOURCES = ("model.py", "attention.py", "train.py", "data.py", "encodings")
@@ -84,4 +84,44 @@ def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, pro
             "record": json.dumps(record.to_dict()),
         }
         write_atomic(path, lambda file: torch.save(payload, file))  # a reader sees the whole file or none
+        return model, record
+
+
+def fine_tune_cache_key(config: FineTuneConfig, device: torch.device | str) -> str:
+    """A hex key for (fine-tune config with its base, device type, library source)."""
+    content = {"fine_tune": config.to_dict(), "device": torch.device(device).type,
+               "source": _source_digest()}
+    payload = json.dumps(content, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu", *,
+                     progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+    """Return the model fine-tuned from ``config``, fine-tuning only if no cached copy
+    exists (its base comes from :func:`train_cached`). The key covers the base
+    configuration and every fine-tuning setting, so two fine-tunes never share a file.
+
+    Returns:
+        ``(model, record)``: the record is the fine-tuning run's; the model is in eval
+        mode.
+    """
+    device = torch.device(device)
+    key = fine_tune_cache_key(config, device)
+    path = cache_dir() / f"finetune-{config.base.model.position}-{key}.pt"
+    with open(path.parent / f"{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            saved = torch.load(path, map_location=device, weights_only=True)
+            model = TransformerLM(config.model).to(device)
+            model.load_state_dict(saved["state_dict"])
+            model.eval()
+            return model, TrainRecord(**json.loads(saved["record"]))
+        base, _ = train_cached(config.base, device, progress=progress)
+        model, record = fine_tune(base, config, device, progress=progress)
+        payload = {
+            "state_dict": model.state_dict(),
+            "config": json.dumps(config.to_dict()),
+            "record": json.dumps(record.to_dict()),
+        }
+        write_atomic(path, lambda file: torch.save(payload, file))
         return model, record

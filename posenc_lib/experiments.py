@@ -17,6 +17,22 @@ Command line::
 
     python -m posenc_lib.experiments sweep --config ci --out results/ci
     python -m posenc_lib.experiments table --out results/ci
+
+Scale-out. The runs are independent, so a sweep splits into shards that run anywhere at
+once: ``--shard K/N`` (1 ≤ K ≤ N) takes runs K−1, K−1+N, K−1+2N, … of the plan, so the N
+shards together hold every run exactly once (:func:`shard_runs`). Any scheduler that
+starts N copies of a command — a Slurm job array, a Kubernetes indexed Job, a CI matrix,
+one process per GPU — runs one shard each into a shared results folder; the atomic
+writes, the resumption and the refusal to overwrite a different configuration make that
+safe. A Slurm array of four GPU jobs, then the table once they are done::
+
+    #!/bin/bash
+    #SBATCH --array=1-4
+    #SBATCH --gres=gpu:1
+    python -m posenc_lib.experiments sweep --config gpu --out results/gpu \\
+        --shard ${SLURM_ARRAY_TASK_ID}/4 --no-progress
+
+    python -m posenc_lib.experiments table --out results/gpu
 """
 
 from __future__ import annotations
@@ -134,6 +150,47 @@ def plan_sweep(
     seeds = tuple(scale.seeds if seeds is None else seeds)
     train_lengths = tuple(train_lengths or (scale.seq_len,))
     return [RunSpec(scale, scheme, seed, L) for L in train_lengths for seed in seeds for scheme in schemes]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` → ``(K, N)``: shard K (1-based) of N.
+
+    Raises:
+        ValueError: unless ``text`` is two integers ``K/N`` with 1 ≤ K ≤ N.
+    """
+    try:
+        shard, num_shards = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"shard must look like K/N (e.g. 2/4), got {text!r}") from None
+    if not 1 <= shard <= num_shards:
+        raise ValueError(f"shard K/N needs 1 <= K <= N, got {text!r}")
+    return shard, num_shards
+
+
+def shard_runs(runs: Sequence[RunSpec], shard: int, num_shards: int) -> list[RunSpec]:
+    """The runs of shard K = ``shard`` of N = ``num_shards``: runs K − 1, K − 1 + N, …
+
+    Round robin over the plan's order (L_train, then seed, then scheme), so shard sizes
+    differ by at most one run, and the same plan always gives the same split: shards
+    1 … N together hold every run exactly once.
+
+    Args:
+        runs: the plan, from :func:`plan_sweep`.
+        shard: K, 1 ≤ K ≤ N.
+        num_shards: N ≥ 1.
+
+    Raises:
+        ValueError: unless 1 ≤ ``shard`` ≤ ``num_shards``.
+
+    Example:
+        >>> [r.name for r in shard_runs(plan_sweep(get_scale("ci"), seeds=[0]), 2, 4)]
+        ['sinusoidal-Ltrain128-seed0', 't5-Ltrain128-seed0']
+    """
+    if not 1 <= shard <= num_shards:
+        raise ValueError(
+            f"need 1 <= shard <= num_shards, got shard={shard}, num_shards={num_shards}"
+        )
+    return list(runs)[shard - 1 :: num_shards]
 
 
 def _git_commit() -> tuple[str | None, bool | None]:
@@ -500,6 +557,14 @@ def summary_table(
     table.columns.name = column_name
     return table
 
+
+def _shard_argument(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m posenc_lib.experiments", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -513,6 +578,11 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--overwrite", action="store_true", help="rerun and replace runs that already have a result file")
     sweep.add_argument("--no-cache", action="store_true", help="always train (do not use the model cache)")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    sweep.add_argument(
+        "--shard", type=_shard_argument, default=None, metavar="K/N",
+        help="run only shard K of N (1 <= K <= N): runs K-1, K-1+N, ... of the plan; "
+        "N workers with K = 1 ... N run every run once (e.g. a Slurm array)",
+    )
     table = sub.add_parser("table", help="print mean ± std perplexity of the results in a directory")
     table.add_argument("--out", required=True, help="results directory")
     return parser
@@ -526,6 +596,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     scale = get_scale(args.config)
     runs = plan_sweep(scale, schemes=args.schemes, seeds=args.seeds, train_lengths=args.train_lengths)
+    if args.shard is not None:
+        runs = shard_runs(runs, *args.shard)
     out = args.out or os.path.join("results", args.config)
     start = time.perf_counter()
     results = run_sweep(runs, out, device=args.device, overwrite=args.overwrite, use_cache=not args.no_cache, progress=not args.no_progress)

@@ -6,13 +6,14 @@ Shapes: B batch, T sequence, C = d_model, V vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
-from posenc_lib.attention import SelfAttention
+from posenc_lib.attention import SelfAttention, score_mask
 from posenc_lib.encodings import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -21,9 +22,11 @@ from posenc_lib.encodings import (
     alibi_slopes,
     positions_from_mask,
     sinusoidal_encoding,
+    t5_relative_position_bucket,
 )
 from posenc_lib.encodings.learned import DEFAULT_INIT_STD
 from posenc_lib.encodings.positions import check_positions
+from posenc_lib.encodings.rope_scaling import normalize_rope_scaling, resolve_base
 
 PositionScheme = Literal["none", "sinusoidal", "learned", "rope", "alibi", "t5"]
 SCHEMES: tuple[str, ...] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
@@ -50,6 +53,11 @@ class ModelConfig:
             default, N(0, 1).
         position_after_norm: add absolute encodings to LayerNorm(token embeddings) instead of
             the raw embeddings.
+        rope_scaling: only for ``"rope"``: a context-extension method in Hugging
+            Face's vocabulary (see :mod:`~posenc_lib.encodings.rope_scaling`), e.g.
+            ``{"rope_type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 128}``; None for plain RoPE. Stored
+            normalised (defaults filled in), so equal methods give equal configs.
     """
 
     position: PositionScheme = "rope"
@@ -64,6 +72,7 @@ class ModelConfig:
     learned_init: Literal["normal", "sinusoidal"] = "normal"
     learned_init_std: float = DEFAULT_INIT_STD
     position_after_norm: bool = False
+    rope_scaling: dict | None = None
 
     def __post_init__(self) -> None:
         # Everything that would fail at the first forward pass fails here, when the model is built.
@@ -87,6 +96,13 @@ class ModelConfig:
         for name in ("rope_base", "sinusoidal_base"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {name}={getattr(self, name)}")
+        if self.rope_scaling is not None:
+            if self.position != "rope":
+                raise ValueError("rope_scaling applies to position='rope' only, "
+                                 f"got position={self.position!r}")
+            scaling = normalize_rope_scaling(self.rope_scaling)  # names a bad key
+            resolve_base(self.rope_base, scaling)  # a rope_theta in it must agree
+            object.__setattr__(self, "rope_scaling", scaling)  # frozen: set once
 
     @property
     def head_dim(self) -> int:
@@ -107,8 +123,14 @@ class Block(nn.Module):
         hidden = config.mlp_ratio * config.d_model
         self.mlp = nn.Sequential(nn.Linear(config.d_model, hidden), nn.GELU(), nn.Linear(hidden, config.d_model))
 
-    def forward(self, x: Tensor, bias: Tensor | None, positions: Tensor | None = None) -> Tensor:
-        x = x + self.attn(self.norm1(x), bias, positions)
+    def forward(
+        self,
+        x: Tensor,
+        bias: Tensor | None,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        x = x + self.attn(self.norm1(x), bias, positions, mask=mask)
         return x + self.mlp(self.norm2(x))
 
 
@@ -142,12 +164,21 @@ class TransformerLM(nn.Module):
             if c.learned_init == "sinusoidal":
                 with torch.no_grad():
                     self.learned.table.weight.copy_(sinusoidal_encoding(c.max_positions, c.d_model, c.sinusoidal_base))
-        rotary = RotaryEmbedding(c.head_dim, c.rope_base) if c.position == "rope" else None
+        rotary = None
+        if c.position == "rope":
+            scaling = c.rope_scaling
+            rotary = RotaryEmbedding(c.head_dim, c.rope_base, rope_scaling=scaling)
         self.t5_bias = T5RelativePositionBias(c.num_heads) if c.position == "t5" else None
         self.blocks = nn.ModuleList(Block(c, rotary) for _ in range(c.num_layers))
         self.final_norm = nn.LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self._sinusoidal_cache = torch.empty(0, c.d_model)
+        # ALiBi's score mask for the last (length, device, dtype) seen: it depends on
+        # nothing else, so evaluation and training reuse it instead of rebuilding it
+        # every call
+        self._alibi_mask: tuple[tuple, Tensor] | None = None
+        # T5's bucket of every (query, key) pair for the last (length, device) seen
+        self._t5_buckets: tuple[tuple, Tensor] | None = None
 
     @property
     def max_length(self) -> int | None:
@@ -207,6 +238,66 @@ class TransformerLM(nn.Module):
         padding = padding[:, None]  # (B, 1, T, S)
         return padding if bias is None else bias + padding
 
+    def score_mask(
+        self,
+        seq: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        positions: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> Tensor | None:
+        """The additive mask every layer hands to SDPA: :meth:`attention_bias` folded
+        with the causal mask, ``[B | 1, H | 1, T, T]`` in ``dtype`` (None for a plain
+        causal model).
+
+        Built once per forward pass and shared by all layers, instead of adding the bias
+        and the causal mask again in each. For ALiBi at the default positions the mask
+        depends only on (T, device, dtype), so the last one is kept and reused across
+        calls: an evaluation at one length builds it once (Press et al. 2022 fold ALiBi
+        into the causal mask the same way). T5's bias is learned and changes every
+        training step, so it is built per forward pass.
+        """
+        default_positions = positions is None and attention_mask is None
+        causal_t5 = self.t5_bias is not None and not self.t5_bias.bidirectional
+        if causal_t5 and default_positions:
+            return self._t5_score_mask(seq, device, dtype)
+        cacheable = self.config.position == "alibi" and default_positions
+        key = (seq, device, dtype)
+        if cacheable and self._alibi_mask is not None and self._alibi_mask[0] == key:
+            return self._alibi_mask[1]
+        bias = self.attention_bias(seq, device, positions, attention_mask)
+        mask = score_mask(bias, seq, seq, device=device, dtype=dtype)
+        if cacheable:
+            self._alibi_mask = (key, mask)
+        return mask
+
+    def _t5_score_mask(
+        self, seq: int, device: torch.device, dtype: torch.dtype
+    ) -> Tensor:
+        """T5's causal score mask ``[1, H, T, T]`` in one lookup.
+
+        Every (query t, key s) pair has a bucket that depends on s − t only, so the
+        buckets are kept per length; the keys after t get one more bucket, whose bias is
+        −inf. The mask is then the learned table, with that row added, read at the
+        buckets: the same values as the bias plus the causal mask, built in one pass
+        instead of several, and the table still gets its gradient (the lookup is
+        differentiable).
+        """
+        t5 = self.t5_bias
+        if self._t5_buckets is None or self._t5_buckets[0] != (seq, device):
+            positions = torch.arange(seq, device=device)
+            relative = positions[None, :] - positions[:, None]  # (T, S): s − t
+            buckets = t5_relative_position_bucket(
+                relative, num_buckets=t5.num_buckets, max_distance=t5.max_distance
+            )
+            future = t5.num_buckets  # the extra bucket, for keys after the query
+            buckets = buckets.masked_fill(relative > 0, future).to(torch.int32)
+            self._t5_buckets = ((seq, device), buckets)
+        weight = t5.bias.weight  # (buckets, H)
+        never = weight.new_full((1, weight.shape[1]), float("-inf"))
+        table = torch.cat([weight, never]).to(dtype).t()  # (H, buckets + 1)
+        return table[:, self._t5_buckets[1]][None]  # (1, H, T, S)
+
     def forward(self, tokens: Tensor, positions: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
         """Logits ``[B, T, V]`` for integer ``tokens`` ``[B, T]``.
 
@@ -253,7 +344,47 @@ class TransformerLM(nn.Module):
         elif self.config.position == "sinusoidal":
             p = torch.arange(seq, device=x.device) if positions is None else positions
             x = x + self._sinusoidal(p, x.device, x.dtype)  # (T, C) or (B, T, C) broadcasts over B
-        bias = self.attention_bias(seq, x.device, positions, attention_mask)
+        # q's dtype in attention: autocast's when it is on (bf16 on a GPU), else x's
+        dtype = x.dtype
+        if torch.is_autocast_enabled(x.device.type):
+            dtype = torch.get_autocast_dtype(x.device.type)
+        mask = self.score_mask(seq, x.device, dtype, positions, attention_mask)
         for block in self.blocks:
-            x = block(x, bias, positions)
+            x = block(x, None, positions, mask=mask)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
+
+
+def with_rope_scaling(model: TransformerLM, rope_scaling: Mapping | None
+                      ) -> TransformerLM:
+    """The same trained weights, run with another RoPE frequency rule: no retraining.
+
+    RoPE has no parameters, so a trained ``"rope"`` model's state dict loads unchanged
+    into a model whose config differs only in ``rope_scaling``. The original model is
+    not modified.
+
+    Args:
+        model: a :class:`TransformerLM` with ``position="rope"``.
+        rope_scaling: the new method (see :class:`ModelConfig`), or None for plain RoPE.
+
+    Returns:
+        A new model on the same device, in the same train/eval mode, with copied
+        weights.
+
+    Raises:
+        ValueError: if the model is not a RoPE model, or ``rope_scaling`` is invalid.
+
+    Example:
+        >>> model = TransformerLM(ModelConfig(position="rope", d_model=16, num_heads=2))
+        >>> pi = with_rope_scaling(model, {"rope_type": "linear", "factor": 4.0})
+        >>> pi.config.rope_scaling
+        {'rope_type': 'linear', 'factor': 4.0}
+    """
+    if model.config.position != "rope":
+        raise ValueError("with_rope_scaling needs a RoPE model, "
+                         f"got position={model.config.position!r}")
+    scaling = None if rope_scaling is None else dict(rope_scaling)
+    config = replace(model.config, rope_scaling=scaling)
+    device = next(model.parameters()).device
+    scaled = TransformerLM(config).to(device)
+    scaled.load_state_dict(model.state_dict())
+    return scaled.train(model.training)

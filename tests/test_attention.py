@@ -62,3 +62,30 @@ def test_probabilities_reproduce_forward(causal: bool) -> None:
         _, _, v = layer.project(x)
         y = (weights @ v).transpose(1, 2).reshape(2, 7, 16)
         assert torch.allclose(layer.out(y), layer(x, bias), atol=1e-5)
+
+
+def test_long_causal_mask_runs_block_by_block_and_equals_one_call() -> None:
+    from posenc_lib.attention import CAUSAL_BLOCK, score_mask
+    from posenc_lib.benchmark import memory_traffic
+
+    torch.manual_seed(0)
+    t = 2 * CAUSAL_BLOCK + 77  # three blocks, the last one partial
+    q, k, v = (torch.randn(1, 2, t, 8, dtype=torch.float64) for _ in range(3))
+    bias = alibi_bias(2, t, t, dtype=torch.float64)
+    one_call = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=score_mask(bias, t, t, dtype=torch.float64))
+    assert torch.allclose(attend(q, k, v, bias), one_call, atol=1e-12)
+    tail = attend(q[:, :, -100:], k, v, bias[:, -100:])  # queries end-aligned to keys
+    assert torch.allclose(tail, one_call[:, :, -100:], atol=1e-12)
+    q32, k32, v32, bias32 = q.float(), k.float(), v.float(), bias.float()
+    kernels = memory_traffic(lambda: attend(q32, k32, v32, bias32)).operations
+    assert kernels["_scaled_dot_product_flash_attention_for_cpu"] == 3
+    # a bias that is learned still gets its gradient through every block
+    learned, reference = bias.clone().requires_grad_(), bias.clone().requires_grad_()
+    weights = torch.randn(1, 2, t, 8, dtype=torch.float64)
+    (attend(q, k, v, learned) * weights).sum().backward()
+    mask = score_mask(reference, t, t, dtype=torch.float64)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    (sdpa(q, k, v, attn_mask=mask) * weights).sum().backward()
+    assert torch.allclose(learned.grad, reference.grad, atol=1e-12)
+    assert learned.grad[:, -1].abs().sum() > 0  # the last block's rows too

@@ -1,10 +1,20 @@
 """attention_maps: the recomputed probabilities reproduce the layer's own output."""
 
+import math
+
 import pytest
 import torch
 
-from posenc_lib import ModelConfig, TransformerLM
-from posenc_lib.attention_maps import attention_probabilities, mean_attention_distance
+from posenc_lib import ModelConfig, RotaryEmbedding, SelfAttention, TransformerLM
+from posenc_lib.attention_maps import (
+    attention_by_distance,
+    attention_entropy,
+    attention_mass_beyond,
+    attention_probabilities,
+    mean_attention_distance,
+    rope_pair_dims,
+    rope_score_by_pair,
+)
 
 
 @pytest.mark.parametrize("scheme", ["alibi", "rope", "t5", "none"])
@@ -38,6 +48,93 @@ def test_mean_distance() -> None:
     assert torch.allclose(distance, torch.tensor([0.0, 1.0]))
 
 
+def _previous_token_and_uniform(t: int) -> torch.Tensor:
+    """Head 0 attends one token back (itself at t = 0); head 1 spreads evenly over 0 … t."""
+    probs = torch.zeros(1, 2, t, t)
+    probs[0, 0, 0, 0] = 1.0
+    probs[0, 0, 1:, :-1] = torch.eye(t - 1)
+    probs[0, 1] = torch.ones(t, t).tril() / torch.arange(1, t + 1)[:, None]
+    return probs
+
+
+def test_entropy() -> None:
+    t = 8
+    entropy = attention_entropy(_previous_token_and_uniform(t), skip_first=t - 1)
+    # one key: 0 nats; t keys equally: ln t (the golden value of a uniform distribution)
+    assert torch.allclose(entropy, torch.tensor([0.0, math.log(t)]), atol=1e-6)
+    all_queries = attention_entropy(_previous_token_and_uniform(t))
+    expected = sum(math.log(n) for n in range(1, t + 1)) / t
+    assert torch.allclose(all_queries[1], torch.tensor(expected), atol=1e-6)
+
+
+def test_entropy_of_a_trained_shape() -> None:
+    # rows of a real model's probabilities sum to 1, so the entropy lies in [0, ln(t + 1)]
+    model = TransformerLM(ModelConfig(position="rope", d_model=16, num_layers=1, num_heads=2))
+    probs = attention_probabilities(model.eval(), torch.randint(0, 256, (2, 9)), 0)
+    entropy = attention_entropy(probs, skip_first=8)
+    assert entropy.shape == (2,) and bool((entropy >= 0).all() and (entropy <= math.log(9)).all())
+
+
+def test_mass_beyond() -> None:
+    t = 8
+    probs = _previous_token_and_uniform(t)
+    assert torch.allclose(attention_mass_beyond(probs, 0), torch.ones(2))
+    # query 7: head 0 puts everything at distance 1; head 1 puts 6/8 at distances >= 2
+    last = attention_mass_beyond(probs, 2, skip_first=t - 1)
+    assert torch.allclose(last, torch.tensor([0.0, 6 / 8]))
+    assert torch.allclose(attention_mass_beyond(probs, 1, skip_first=1)[0], torch.tensor(1.0))
+
+
+def test_by_distance() -> None:
+    t = 6
+    profile = attention_by_distance(_previous_token_and_uniform(t), skip_first=1)
+    assert profile.shape == (2, t)
+    assert torch.allclose(profile[0], torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0]))
+    # head 1, distance r: mean of 1/(q + 1) over queries q = max(1, r) … t − 1
+    for r in range(t):
+        queries = range(max(1, r), t)
+        expected = sum(1 / (q + 1) for q in queries) / len(queries)
+        assert math.isclose(profile[1, r].item(), expected, rel_tol=1e-6)
+    # the profile agrees with the mean distance it summarises (one query, weights sum to 1)
+    last = attention_by_distance(_previous_token_and_uniform(t), skip_first=t - 1)
+    mean = mean_attention_distance(_previous_token_and_uniform(t), skip_first=t - 1)
+    assert torch.allclose((last * torch.arange(t)).sum(-1), mean)
+
+
+def test_pair_dims_in_both_layouts() -> None:
+    half = SelfAttention(16, 2, rotary=RotaryEmbedding(8))
+    interleaved = SelfAttention(16, 2, rotary=RotaryEmbedding(8, interleaved=True))
+    assert rope_pair_dims(half, [1, 3]).tolist() == [1, 3, 5, 7]
+    assert rope_pair_dims(interleaved, [1, 3]).tolist() == [2, 3, 6, 7]
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_score_by_pair_sums_to_the_score(interleaved: bool) -> None:
+    attn = SelfAttention(16, 2, rotary=RotaryEmbedding(8, interleaved=interleaved))
+    x = torch.randn(3, 12, 16)
+    distances = [0, 1, 5, 11]
+    by_pair = rope_score_by_pair(attn, x, distances)
+    assert by_pair.shape == (2, 4, 4)  # heads, pairs, distances
+    q, k, _ = attn.project(x)
+    scores = q @ k.transpose(-2, -1) / 8**0.5  # (B, H, T, T)
+    for j, r in enumerate(distances):
+        at_r = scores.diagonal(offset=-r, dim1=-2, dim2=-1)  # (B, H, T − r): s = t − r
+        assert torch.allclose(by_pair[:, :, j].sum(1), at_r.mean(dim=(0, 2)), atol=1e-5)
+
+
+def test_score_by_pair_follows_the_rotation() -> None:
+    # one pair, q = k = (1, 0) everywhere: the score at distance r is cos(r θ_i) / √D
+    attn = SelfAttention(4, 1, rotary=RotaryEmbedding(4, base=100.0))
+    with torch.no_grad():
+        attn.qkv.weight.zero_()
+        attn.qkv.bias.zero_()
+        attn.qkv.bias[[0, 4]] = 1.0  # q and k dimension 0: pair 0's first dimension
+    by_pair = rope_score_by_pair(attn, torch.zeros(1, 10, 4), [0, 3, 9])
+    expected = torch.cos(torch.tensor([0.0, 3.0, 9.0])) / 2  # θ_0 = 1, √D = 2
+    assert torch.allclose(by_pair[0, 0], expected, atol=1e-6)
+    assert torch.equal(by_pair[0, 1], torch.zeros(3))
+
+
 def test_errors() -> None:
     model = TransformerLM(ModelConfig(position="alibi", d_model=16, num_layers=1, num_heads=2))
     with pytest.raises(ValueError, match="layer must lie in 0"):
@@ -46,3 +143,20 @@ def test_errors() -> None:
         mean_attention_distance(torch.zeros(2, 3, 3))
     with pytest.raises(ValueError, match="skip_first"):
         mean_attention_distance(torch.zeros(1, 1, 3, 3), skip_first=3)
+    for summary in (attention_entropy, attention_by_distance):
+        with pytest.raises(ValueError, match="batch, heads, seq, seq"):
+            summary(torch.zeros(1, 2, 3, 4))
+        with pytest.raises(ValueError, match="skip_first"):
+            summary(torch.zeros(1, 1, 3, 3), skip_first=-1)
+    with pytest.raises(ValueError, match="distance must be >= 0"):
+        attention_mass_beyond(torch.zeros(1, 1, 3, 3), -1)
+    plain = SelfAttention(16, 2)
+    with pytest.raises(ValueError, match="rotary=None"):
+        rope_pair_dims(plain, [0])
+    with pytest.raises(ValueError, match="rotary=None"):
+        rope_score_by_pair(plain, torch.randn(1, 4, 16), [0])
+    rotary = SelfAttention(16, 2, rotary=RotaryEmbedding(8))
+    with pytest.raises(ValueError, match="pairs must lie in 0"):
+        rope_pair_dims(rotary, [4])
+    with pytest.raises(ValueError, match="distances must lie in 0"):
+        rope_score_by_pair(rotary, torch.randn(1, 4, 16), [4])

@@ -1,32 +1,303 @@
-"""benchmark: peak memory sees a known allocation; timing returns the median."""
+"""benchmark: the contracts of the measuring functions (on fake clocks and counters,
+never on live time or memory), and the deterministic counts of operations and bytes."""
 
-import sys
+import itertools
 
 import pytest
 import torch
 
-from posenc_lib.benchmark import measure, peak_memory_bytes
+from posenc_lib import apply_rope, rope_inverse_frequencies
+from posenc_lib import benchmark
+from posenc_lib.benchmark import (
+    Timing,
+    attention_bias_bytes,
+    compare,
+    measure,
+    memory_traffic,
+    peak_memory_bytes,
+    rope_bytes,
+    rope_complex,
+    rope_rotate_half_naive,
+    unique_bytes,
+)
 
-linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CPU peak memory reads Linux's /proc")
+
+class FakeClock:
+    """A clock that advances by the given steps, one per read."""
+
+    def __init__(self, steps) -> None:
+        self.now, self.steps = 0.0, iter(steps)
+
+    def __call__(self) -> float:
+        self.now += next(self.steps)
+        return self.now
 
 
-@linux_only
-def test_peak_memory_sees_a_64_mib_tensor() -> None:
-    size = 64 * 2**20
-    peak = peak_memory_bytes(lambda: torch.ones(size // 4))
-    assert 0.9 * size <= peak <= 1.2 * size
-    small = peak_memory_bytes(lambda: torch.ones(4))
-    assert small < 0.1 * size
+@pytest.fixture
+def fake_rss(monkeypatch):
+    """Replace the /proc readers by counters the test sets."""
+    state = {"VmRSS": 0, "VmHWM": 0, "resets": 0}
+
+    def reset() -> None:
+        state["resets"] += 1
+        state["VmHWM"] = state["VmRSS"]
+
+    monkeypatch.setattr(benchmark, "_cpu_peak_measurable", lambda: True)
+    monkeypatch.setattr(benchmark, "_reset_peak_rss", reset)
+    monkeypatch.setattr(benchmark, "_status_bytes", lambda name: state[name])
+    return state
 
 
-@linux_only
-def test_measure() -> None:
-    result = measure(lambda: torch.ones(1000, 1000).sum(), repeats=3)
-    assert result.seconds > 0 and result.cpu_seconds > 0 and result.peak_bytes >= 0
+def test_cpu_peak_is_high_water_mark_minus_resident_before(fake_rss) -> None:
+    fake_rss.update(VmRSS=100, VmHWM=5000)  # a stale peak from before: must be reset
+
+    def allocate_then_free() -> None:
+        fake_rss["VmHWM"] = 100 + 64  # the call's peak
+        fake_rss["VmRSS"] = 100  # freed again
+
+    assert peak_memory_bytes(allocate_then_free) == 64
+    assert fake_rss["resets"] == 1
+
+    def frees_memory() -> None:
+        fake_rss["VmRSS"] = 40
+
+    assert peak_memory_bytes(frees_memory) == 0  # never negative
+
+
+@pytest.mark.parametrize("device", ["mps", "meta"])
+def test_peak_is_none_where_there_is_no_counter(device) -> None:
+    calls = []
+    assert peak_memory_bytes(lambda: calls.append(1), device) is None
+    assert calls == [1]  # the call still ran
+
+
+def test_peak_is_none_on_a_cpu_without_proc(monkeypatch) -> None:
+    monkeypatch.setattr(benchmark, "_cpu_peak_measurable", lambda: False)
+    assert peak_memory_bytes(lambda: None, "cpu") is None
+
+
+def test_measure_takes_medians_of_the_repeats(fake_rss) -> None:
+    wall = FakeClock([0, 3, 0, 1, 0, 2])  # three runs: 3, 1, 2 s
+    cpu = FakeClock([0, 6, 0, 2, 0, 4])
+    calls = []
+    result = measure(
+        lambda: calls.append(1), repeats=3, warmup=2, clock=wall, cpu_clock=cpu
+    )
+    assert (result.seconds, result.cpu_seconds, result.peak_bytes) == (2.0, 4.0, 0)
+    assert len(calls) == 2 + 3 + 1  # warm-up, timed runs, one run for the peak
+    quick = measure(
+        lambda: None,
+        repeats=1,
+        warmup=0,
+        memory=False,
+        clock=FakeClock([0, 1]),
+        cpu_clock=FakeClock([0, 1]),
+    )
+    assert quick.peak_bytes is None
     with pytest.raises(ValueError, match="repeats"):
         measure(lambda: None, repeats=0)
+    with pytest.raises(ValueError, match="warmup"):
+        measure(lambda: None, warmup=-1)
 
 
-def test_unknown_device() -> None:
-    with pytest.raises(RuntimeError, match="'cpu' or 'cuda'"):
-        peak_memory_bytes(lambda: None, "meta")
+def test_compare_interleaves_and_rotates_the_order() -> None:
+    order = []
+    variants = {name: (lambda name=name: order.append(name)) for name in "abc"}
+    durations = {"a": 1.0, "b": 2.0, "c": 4.0}
+    clock_steps = []
+    # each timed call reads the clock twice; its duration is the second step
+    for name in ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]:
+        clock_steps += [0.0, durations[name]]
+    # the process ran for half of the wall time
+    cpu_steps = [step / 2 for step in clock_steps]
+    timings = compare(
+        variants,
+        repeats=3,
+        warmup=1,
+        clock=FakeClock(clock_steps),
+        cpu_clock=FakeClock(cpu_steps),
+    )
+    assert order == list("abc" "bca" "cab" "abc")  # warm-up round, then rotated rounds
+    assert {n: t.median for n, t in timings.items()} == durations
+    assert {n: t.cpu_median for n, t in timings.items()} == {
+        n: d / 2 for n, d in durations.items()
+    }
+    assert list(timings) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="variants"):
+        compare({})
+
+
+def test_timing_quartiles() -> None:
+    timing = Timing.of([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (timing.median, timing.low, timing.high) == (3.0, 2.0, 4.0)
+    assert timing.samples == (5.0, 1.0, 3.0, 2.0, 4.0)
+    assert Timing.of([7.0]).low == Timing.of([7.0]).high == 7.0
+    assert (
+        timing.cpu_median is None
+        and Timing.of([1.0, 3.0], [0.5, 1.0]).cpu_median == 0.75
+    )
+
+
+def test_unique_bytes_counts_a_broadcast_once() -> None:
+    cos = torch.ones(16, 8)
+    assert unique_bytes(cos) == 16 * 8 * 4
+    assert unique_bytes(cos[None].expand(32, -1, -1)) == 16 * 8 * 4
+    assert unique_bytes(torch.ones(4, dtype=torch.bfloat16)) == 8
+
+
+def test_memory_traffic_counts_operations_and_bytes() -> None:
+    x = torch.ones(1000)
+    clone = memory_traffic(lambda: x.clone())
+    assert dict(clone.operations) == {"clone": 1}
+    assert (clone.bytes_read, clone.bytes_written, clone.bytes_allocated) == (
+        4000,
+        4000,
+        4000,
+    )
+    assert clone.bytes_moved == 8000 and clone.allocations == 1
+
+    out = torch.empty(1000)
+    into = memory_traffic(lambda: torch.mul(x, x, out=out))  # out= is written, not read
+    assert (into.bytes_read, into.bytes_written, into.allocations) == (8000, 4000, 0)
+    in_place = memory_traffic(lambda: out.add_(x))  # in place: self is read and written
+    assert (in_place.bytes_read, in_place.bytes_written, in_place.allocations) == (
+        8000,
+        4000,
+        0,
+    )
+    views = memory_traffic(lambda: x.view(10, 100).t()[0])
+    assert views.bytes_moved == 0 and not views.operations
+    empty = memory_traffic(lambda: torch.empty(1000))
+    assert (empty.bytes_allocated, empty.bytes_moved) == (4000, 0)
+
+
+def _rope_inputs(seq=64, head_dim=16, heads=3):
+    torch.manual_seed(0)
+    x = torch.randn(2, heads, seq, head_dim)
+    positions = torch.arange(seq)
+    angles = positions.float()[:, None] * rope_inverse_frequencies(
+        head_dim
+    )  # (seq, d/2)
+    return x, positions, angles
+
+
+def test_reference_forms_equal_apply_rope() -> None:
+    x, positions, angles = _rope_inputs()
+    cos, sin = angles.cos(), angles.sin()
+    naive = rope_rotate_half_naive(
+        x, torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    )
+    assert torch.allclose(naive, apply_rope(x, positions), atol=1e-6)
+    rotations = torch.polar(torch.ones_like(angles), angles)
+    assert torch.allclose(
+        rope_complex(x, rotations),
+        apply_rope(x, positions, interleaved=True),
+        atol=1e-6,
+    )
+
+
+def test_rope_traffic_library_against_naive() -> None:
+    """The counts the cost chapter states: bytes moved per byte of x, by code path."""
+    x, positions, angles = _rope_inputs(seq=256, head_dim=64, heads=8)
+    cos, sin = angles.cos(), angles.sin()
+    cos_full, sin_full = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    x_bytes = x.numel() * 4
+    naive = memory_traffic(lambda: rope_rotate_half_naive(x, cos_full, sin_full))
+    assert naive.allocations == 5 and naive.bytes_allocated == 4.5 * x_bytes
+    from posenc_lib.encodings.rope import rotate_pairs
+
+    library = memory_traffic(lambda: rotate_pairs(x, cos, sin, interleaved=False))
+    assert library.allocations == 1 and library.bytes_allocated == x_bytes
+    assert dict(library.operations) == {"empty": 1, "mul": 2, "addcmul_": 2}
+    tables = 2 * cos.numel() * 4
+    assert library.bytes_read == 3 * x_bytes + 2 * tables  # cos read twice, sin twice
+    assert library.bytes_written == 2 * x_bytes
+    assert naive.bytes_moved > 1.9 * library.bytes_moved
+    minimum = rope_bytes(tuple(x.shape), x.dtype)
+    assert minimum == 2 * x_bytes + tables
+
+
+def test_bytes_formulas() -> None:
+    assert rope_bytes((1, 32, 4096, 128), torch.float32) == 130 * 2**20
+    assert (
+        rope_bytes((4096, 128), torch.bfloat16) == 2 * 4096 * 128 * 2 + 4096 * 128 * 4
+    )
+    assert attention_bias_bytes(4, 4096, 4096) == 256 * 2**20
+    assert attention_bias_bytes(4, 10, 20, torch.bfloat16, batch=3) == 3 * 4 * 200 * 2
+    with pytest.raises(ValueError, match="shape"):
+        rope_bytes((8,), torch.float32)
+    with pytest.raises(ValueError, match="heads=0"):
+        attention_bias_bytes(0, 8, 8)
+
+
+def test_environment_records_load_and_versions() -> None:
+    info = benchmark.environment("cpu")
+    assert info["torch_version"] == torch.__version__ and info["device_type"] == "cpu"
+    assert info["cpu_count"] >= 1
+    assert info["load_average"] is None or len(info["load_average"]) == 3
+
+
+def test_fake_clock_helper() -> None:
+    clock = FakeClock(itertools.repeat(0.5))
+    assert (clock(), clock()) == (0.5, 1.0)
+
+
+def test_alibi_folded_into_keys_equals_the_mask_up_to_its_precision() -> None:
+    from posenc_lib import alibi_bias, attend
+    from posenc_lib.benchmark import alibi_attention_folded_keys
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 300, 16) for _ in range(3))
+    reference = attend(
+        q.double(), k.double(), v.double(), alibi_bias(4, 300, 300, dtype=torch.float64)
+    )
+    folded = alibi_attention_folded_keys(q, k, v)
+    masked = attend(q, k, v, alibi_bias(4, 300, 300))
+    assert (folded.double() - reference).abs().max() < 1e-4
+    traffic = memory_traffic(lambda: alibi_attention_folded_keys(q, k, v))
+    assert (
+        traffic.operations["_scaled_dot_product_flash_attention_for_cpu"] == 1
+    )  # fused, causal
+    assert traffic.bytes_allocated < attention_bias_bytes(
+        4, 300, 300
+    )  # no [H, L, L] tensor
+    assert (masked.double() - reference).abs().max() < 1e-5
+    with pytest.raises(ValueError, match="slopes"):
+        alibi_attention_folded_keys(q, k, v, torch.ones(3))
+
+
+def test_stored_benchmark_loader_and_label(tmp_path, monkeypatch) -> None:
+    import json
+
+    from posenc_lib import stored
+    from posenc_lib.benchmark import benchmark_label, load_stored_benchmark
+
+    (tmp_path / "benchmarks").mkdir()
+    record = {
+        "suite": "rope",
+        "rows": [],
+        "environment": {
+            "device": "cpu",
+            "device_type": "cpu",
+            "cpu_model": "AMD EPYC",
+            "torch_threads": 2,
+            "git_commit": "0123456789abcdef",
+            "git_dirty": False,
+            "torch_version": "2.13.0+cpu",
+            "date_utc": "2026-12-01T00:15:09+00:00",
+            "load_average": [16.14, 1.0, 1.0],
+        },
+        "load_average_end": [17.94, 1.0, 1.0],
+    }
+    (tmp_path / "benchmarks" / "rope-cpu-x.json").write_text(json.dumps(record))
+    monkeypatch.setattr(stored, "REPOSITORY_RESULTS", tmp_path)
+    loaded = load_stored_benchmark("rope-cpu-x")
+    assert loaded == record
+    assert benchmark_label(loaded) == (
+        "rope suite, cpu (AMD EPYC, 2 threads), torch 2.13.0+cpu, commit 0123456, "
+        "2026-12-01 00:15 UTC, load average 16.1 → 17.9"
+    )
+    with pytest.raises(FileNotFoundError, match="python -m benchmarks"):
+        load_stored_benchmark("missing")
+    with pytest.raises(ValueError, match="file stem"):
+        load_stored_benchmark("../x")

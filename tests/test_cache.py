@@ -26,3 +26,35 @@ def test_key_changes_with_config_and_device() -> None:
     assert cache_key(TINY, "cpu") != cache_key(other, "cpu")
     assert cache_key(TINY, "cpu") != cache_key(TINY, "cuda")
     assert cache_key(TINY, "cpu") == cache_key(TINY, "cpu")
+
+
+# Fine-tuned models (chapter 11): their key covers the base and every fine-tune setting.
+ROPE_TINY = TrainConfig(
+    model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2),
+    seq_len=32, batch_size=4, steps=3,
+)
+
+
+def test_fine_tune_cached_trains_once_and_keys_on_every_setting(tmp_path,
+                                                                monkeypatch) -> None:
+    from posenc_lib import FineTuneConfig, fine_tune_cached
+    from posenc_lib.cache import fine_tune_cache_key
+
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
+    yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32}
+    config = FineTuneConfig(base=ROPE_TINY, seq_len=64, steps=2, batch_size=2, lr=1e-3,
+                            rope_scaling=yarn)
+    model_a, rec_a = fine_tune_cached(config, progress=False)
+    names = sorted(p.name for p in tmp_path.glob("*.pt"))
+    assert len(names) == 2 and names[0].startswith("finetune-rope-")  # base + fine-tune
+    model_b, rec_b = fine_tune_cached(config, progress=False)
+    assert rec_a.losses == rec_b.losses and len(rec_a.losses) == 2
+    tokens = torch.randint(0, 256, (1, 40))
+    assert torch.equal(model_a(tokens), model_b(tokens))
+    assert model_b.config.rope_scaling["rope_type"] == "yarn"
+    for change in ({"steps": 3}, {"lr": 2e-3}, {"seq_len": 96}, {"rope_scaling": None}):
+        other = FineTuneConfig(**{**config.__dict__, **change})
+        assert fine_tune_cache_key(other, "cpu") != fine_tune_cache_key(config, "cpu")
+    other_base = FineTuneConfig(**{**config.__dict__, "base": TrainConfig(
+        model=ROPE_TINY.model, seq_len=32, batch_size=4, steps=4)})
+    assert fine_tune_cache_key(other_base, "cpu") != fine_tune_cache_key(config, "cpu")

@@ -211,3 +211,61 @@ def test_bf16_inputs_at_large_positions_stay_within_bf16_rounding() -> None:
 def test_angle_dtype_errors() -> None:
     with pytest.raises(ValueError, match="angle_dtype"):
         apply_rope(torch.randn(2, 4), torch.arange(2), angle_dtype=torch.int32)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotation_gradient_is_the_inverse_rotation(interleaved: bool) -> None:
+    # float64 so gradcheck's finite differences are exact enough
+    x = torch.randn(2, 3, 5, 8, dtype=torch.float64, requires_grad=True)
+    positions = torch.arange(5) * 7
+
+    def rotate(t: torch.Tensor) -> torch.Tensor:
+        return apply_rope(t, positions, interleaved=interleaved)
+
+    assert torch.autograd.gradcheck(rotate, (x,))
+    rope = RotaryEmbedding(8, interleaved=interleaved)
+    assert torch.autograd.gradcheck(lambda t: rope(t, positions), (x,))
+    # R is orthogonal: the backward of a rotation by p·θ is the rotation by −p·θ
+    grad = torch.randn(2, 3, 5, 8, dtype=torch.float64)
+    (x_grad,) = torch.autograd.grad(rotate(x), x, grad)
+    assert torch.allclose(x_grad, apply_rope(grad, -positions, interleaved=interleaved))
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_fast_kernel_equals_the_plain_formula(interleaved: bool) -> None:
+    from posenc_lib.encodings.rope import rotate_pairs
+
+    x = torch.randn(2, 4, 33, 16)
+    angles = torch.randn(33, 8)
+    cos, sin = angles.cos(), angles.sin()
+    fast = rotate_pairs(x, cos, sin, interleaved=interleaved)
+    # cos that requires grad takes the plain differentiable formula
+    plain = rotate_pairs(x, cos.requires_grad_(), sin, interleaved=interleaved)
+    assert plain.requires_grad and torch.allclose(fast, plain.detach(), atol=1e-6)
+    plain.sum().backward()
+    assert cos.grad is not None
+
+
+def test_bf16_rotation_is_computed_in_float32() -> None:
+    x = torch.randn(1, 2, 512, 64).to(torch.bfloat16)
+    positions = torch.arange(512) + 60_000
+    out = apply_rope(x, positions)
+    # float32 angles, float64 products and sums, one rounding to bfloat16
+    reference = apply_rope(x.double(), positions).to(torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+    # one bf16 rounding of the float32 result: equal to the reference almost everywhere
+    assert (out == reference).float().mean() > 0.99
+
+
+@pytest.mark.parametrize("rotary_dim", [None, 4])
+def test_default_positions_equal_arange_without_a_lookup(rotary_dim) -> None:
+    from posenc_lib.benchmark import memory_traffic
+
+    rope = RotaryEmbedding(8, rotary_dim=rotary_dim)
+    x = torch.randn(2, 3, 9, 8)
+    assert torch.equal(rope(x), rope(x, torch.arange(9)))
+    if rotary_dim is None:  # the rotation kernel alone: one new tensor, no gathers
+        operations = memory_traffic(lambda: rope(x)).operations
+        assert set(operations) == {"empty", "mul", "addcmul_"}
+    with pytest.raises(ValueError, match="head_dim"):
+        rope(torch.randn(9, 6))

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from posenc_lib import sinusoidal_encoding
+from posenc_lib import sinusoidal_encoding, sinusoidal_frequencies
 
 
 def reference(p: int, d_model: int, base: float = 10000.0) -> list[float]:
@@ -102,3 +102,62 @@ def test_concatenated_too_narrow() -> None:
     with pytest.raises(ValueError, match="d_model >= 4"):
         sinusoidal_encoding(4, 2, layout="concatenated")
     assert sinusoidal_encoding(4, 2).shape == (4, 2)  # the paper's layout has no such limit
+
+
+# sinusoidal_frequencies: the ω_i the table is built from (Vaswani et al. 2017, §3.5).
+
+
+def test_frequencies_match_the_paper_and_the_table() -> None:
+    d_model, base = 16, 500.0
+    omegas = sinusoidal_frequencies(d_model, base)
+    assert omegas.dtype == torch.float64 and omegas.shape == (d_model // 2,)
+    expected = [base ** (-2 * i / d_model) for i in range(d_model // 2)]
+    assert omegas.tolist() == pytest.approx(expected, rel=1e-15)
+    table = sinusoidal_encoding(30, d_model, base).double()
+    angles = torch.outer(torch.arange(30.0, dtype=torch.float64), omegas)  # [30, d/2]
+    assert torch.allclose(table[:, 0::2], angles.sin(), atol=1e-6)
+
+
+def test_concatenated_frequencies_reach_exactly_base() -> None:
+    omegas = sinusoidal_frequencies(8, 10000.0, layout="concatenated")
+    assert omegas[0] == 1.0 and omegas[-1].item() == pytest.approx(1e-4, rel=1e-12)
+
+
+def test_frequencies_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="d_model"):
+        sinusoidal_frequencies(7)
+    with pytest.raises(ValueError, match="base"):
+        sinusoidal_frequencies(8, base=-1.0)
+    with pytest.raises(ValueError, match="layout"):
+        sinusoidal_frequencies(8, layout="zigzag")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="d_model >= 4"):
+        sinusoidal_frequencies(2, layout="concatenated")
+
+
+# angle_dtype: what forming p·ω_i in a low precision does to the table.
+
+
+def test_float64_angles_are_the_default() -> None:
+    explicit = sinusoidal_encoding(100, 16, angle_dtype=torch.float64)
+    assert torch.equal(explicit, sinusoidal_encoding(100, 16))
+
+
+def test_bfloat16_angles_round_the_positions() -> None:
+    # bfloat16 has 8 significant bits: 257 is stored as 256, so rows 256 and 257 agree
+    pe = sinusoidal_encoding(300, 16, angle_dtype=torch.bfloat16)
+    assert torch.equal(pe[256], pe[257])
+    exact = sinusoidal_encoding(300, 16)
+    assert not torch.equal(exact[256], exact[257])
+    assert torch.equal(pe[:9, 0], exact[:9, 0])  # small positions and ω_0 = 1 are exact
+
+
+def test_float32_angles_stay_close() -> None:
+    ref = sinusoidal_encoding(10_001, 64)
+    low = sinusoidal_encoding(10_001, 64, angle_dtype=torch.float32)
+    error = (low - ref).abs().max().item()
+    assert 1e-6 < error < 5e-3  # rounded, but far from the radians bfloat16 loses
+
+
+def test_bad_angle_dtype() -> None:
+    with pytest.raises(ValueError, match="angle_dtype"):
+        sinusoidal_encoding(4, 8, angle_dtype=torch.int32)

@@ -235,3 +235,40 @@ def test_summary_table_shows_summarize_with_display_names() -> None:
         experiments.summary_table(runs, "overlapping")
     with pytest.raises(ValueError, match="value must be"):
         experiments.summary_table(runs, "sliding", value="nll")
+
+def test_shards_together_run_every_run_exactly_once(tmp_path, monkeypatch) -> None:
+    """N workers with --shard 1/N … N/N into one folder: each run once, none twice."""
+    calls: list[str] = []
+
+    def fake_run_one(spec, *args, **kwargs):
+        calls.append(spec.name)
+        return {"run": spec.to_dict(), "name": spec.name, "evaluations": []}
+
+    monkeypatch.setattr(experiments, "run_one", fake_run_one)
+    monkeypatch.setitem(SCALES, "tiny", TINY)
+    plan = [r.name for r in plan_sweep(TINY, seeds=[0, 1, 2])]  # 18 runs
+    for num_shards in (1, 4, 18, 25):  # 4 does not divide 18; 25 leaves shards empty
+        calls.clear()
+        out = tmp_path / f"n{num_shards}"
+        for shard in range(1, num_shards + 1):
+            argv = ["sweep", "--config", "tiny", "--seeds", "0", "1", "2",
+                    "--out", str(out), "--device", "cpu", "--no-progress",
+                    "--shard", f"{shard}/{num_shards}"]
+            assert experiments.main(argv) == 0
+        assert sorted(calls) == sorted(plan) and len(calls) == len(set(calls))
+        assert sorted(p.stem for p in out.glob("*.json")) == sorted(plan)
+    plan = plan_sweep(TINY, seeds=[0, 1, 2])
+    sizes = [len(experiments.shard_runs(plan, k, 4)) for k in range(1, 5)]
+    assert sizes == [5, 5, 4, 4]  # round robin: sizes differ by at most one
+
+
+def test_shard_argument_is_checked(capsys) -> None:
+    assert experiments.parse_shard("2/4") == (2, 4)
+    for bad in ("0/4", "5/4", "2", "a/b", "1/2/3"):
+        with pytest.raises(ValueError, match="K/N"):
+            experiments.parse_shard(bad)
+        with pytest.raises(SystemExit):
+            experiments.main(["sweep", "--shard", bad])
+        assert "K/N" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="shard"):
+        experiments.shard_runs(plan_sweep(TINY), 3, 2)

@@ -132,3 +132,106 @@ def test_learned_table_starts_small_by_default() -> None:
     assert 0.015 < std < 0.025
     std_unit = small("learned", learned_init_std=1.0).learned.table.weight.std().item()
     assert 0.8 < std_unit < 1.2
+
+
+def _bias_per_layer_forward(model: TransformerLM, tokens: torch.Tensor) -> torch.Tensor:
+    """The path before the score mask was folded once per forward: each layer adds the
+    bias and the causal mask on its own (relative schemes, default positions)."""
+    x = model.token_embedding(tokens)
+    bias = model.attention_bias(tokens.shape[1], tokens.device)
+    for block in model.blocks:
+        x = block(x, bias)
+    return model.lm_head(model.final_norm(x))
+
+
+@pytest.mark.parametrize("position", ["alibi", "t5"])
+def test_folded_score_mask_equals_the_bias_added_per_layer(position: str) -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(position=position, d_model=32, num_heads=4, num_layers=3)
+    model = TransformerLM(config)
+    if position == "t5":
+        torch.nn.init.normal_(model.t5_bias.bias.weight)  # the table starts at zero
+    tokens = torch.randint(0, 256, (2, 40))
+    per_layer = _bias_per_layer_forward(model, tokens)
+    assert torch.allclose(model(tokens), per_layer, atol=1e-6, rtol=0)
+    model(tokens).logsumexp(-1).mean().backward()
+    if position == "t5":  # the learned bias gets its gradient through the folded mask
+        assert model.t5_bias.bias.weight.grad.abs().sum() > 0
+
+
+def test_alibi_mask_is_built_once_per_length() -> None:
+    from posenc_lib.benchmark import attention_bias_bytes, memory_traffic
+
+    heads, seq = 4, 512
+    config = ModelConfig(position="alibi", d_model=16, num_heads=heads, num_layers=2)
+    model = TransformerLM(config)
+    cpu = torch.device("cpu")
+    mask = model.score_mask(seq, cpu, torch.float32)
+    assert mask.shape == (1, heads, seq, seq)
+    assert model.score_mask(seq, cpu, torch.float32) is mask  # reused, not rebuilt
+    assert model.score_mask(seq // 2, cpu, torch.float32).shape[-1] == seq // 2
+    tokens = torch.randint(0, 256, (1, seq))
+    with torch.no_grad():
+        first = memory_traffic(lambda: model(tokens))  # a new length: the mask is built
+        again = memory_traffic(lambda: model(tokens))  # the same length: none built
+    mask_bytes = attention_bias_bytes(heads, seq, seq)  # 4 MiB, > all activations
+    assert first.bytes_allocated > mask_bytes > again.bytes_allocated
+
+
+def test_t5_mask_lookup_equals_bias_plus_causal_mask() -> None:
+    from posenc_lib.attention import score_mask
+
+    torch.manual_seed(0)
+    config = ModelConfig(position="t5", d_model=16, num_heads=4, num_layers=1)
+    model = TransformerLM(config)
+    torch.nn.init.normal_(model.t5_bias.bias.weight)
+    cpu = torch.device("cpu")
+    for seq in (5, 300):  # 300 > max_distance 128: the last bucket is shared
+        lookup = model.score_mask(seq, cpu, torch.float32)
+        assert torch.equal(lookup, score_mask(model.attention_bias(seq, cpu), seq, seq))
+    weight = model.t5_bias.bias.weight
+    lookup = model.score_mask(300, cpu, torch.float32)
+    (grad_lookup,) = torch.autograd.grad(lookup.exp().sum(), weight)
+    bias = model.attention_bias(300, cpu)
+    (grad_bias,) = torch.autograd.grad(bias.tril().exp().sum(), weight)
+    assert torch.allclose(grad_lookup, grad_bias)
+
+
+# RoPE scaling (issue 10): a trained RoPE model evaluated with another frequency rule.
+L0 = "original_max_position_embeddings"
+YARN_4X = {"rope_type": "yarn", "factor": 4.0, L0: 16}
+
+
+def test_rope_scaling_config_is_normalised_and_checked() -> None:
+    linear = {"type": "linear", "factor": 2}
+    config = ModelConfig(position="rope", d_model=32, num_heads=2, rope_scaling=linear)
+    assert config.rope_scaling == {"rope_type": "linear", "factor": 2.0}
+    yarn = ModelConfig(position="rope", rope_scaling=YARN_4X)
+    assert yarn.rope_scaling["beta_fast"] == 32.0
+    with pytest.raises(ValueError, match="position='rope' only"):
+        ModelConfig(position="alibi", rope_scaling=YARN_4X)
+    with pytest.raises(ValueError, match="'factor'"):
+        ModelConfig(position="rope", rope_scaling={**YARN_4X, "factor": 0.5})
+    with pytest.raises(ValueError, match="rope_theta"):
+        ModelConfig(position="rope", rope_base=10000.0,
+                    rope_scaling={"rope_type": "default", "rope_theta": 5.0})
+
+
+def test_with_rope_scaling_keeps_the_weights_and_changes_the_logits() -> None:
+    from posenc_lib import with_rope_scaling
+
+    model = small("rope").eval()
+    tokens = torch.randint(0, 256, (1, 64))
+    plain = with_rope_scaling(model, None)
+    assert torch.equal(plain(tokens), model(tokens))  # default: the same, bit for bit
+    yarn = with_rope_scaling(model, YARN_4X)
+    assert yarn.config.rope_scaling["rope_type"] == "yarn"
+    assert model.config.rope_scaling is None
+    weights = zip(yarn.state_dict().values(), model.state_dict().values())
+    assert all(torch.equal(a, b) for a, b in weights)
+    assert not torch.allclose(yarn(tokens), model(tokens), atol=1e-4)
+    dynamic = {"rope_type": "dynamic", "factor": 4.0, L0: 64}
+    # dynamic NTK is plain RoPE up to L0
+    assert torch.equal(with_rope_scaling(model, dynamic)(tokens), model(tokens))
+    with pytest.raises(ValueError, match="RoPE model"):
+        with_rope_scaling(small("alibi"), YARN_4X)

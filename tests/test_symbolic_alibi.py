@@ -1,11 +1,17 @@
-"""symbolic.alibi: exact slopes; which bias forms give the same attention (SymPy proofs)."""
+"""symbolic.alibi: exact slopes; which bias forms give the same attention (SymPy)."""
 
 import pytest
 import sympy as sp
 import torch
 
 from posenc_lib import alibi_slopes
-from posenc_lib.symbolic.alibi import bias, exact_slopes, plain_slopes, row_shift, same_attention
+from posenc_lib.symbolic.alibi import (
+    bias,
+    exact_slopes,
+    plain_slopes,
+    row_shift,
+    same_attention,
+)
 
 
 @pytest.mark.parametrize("n", range(1, 33))
@@ -23,9 +29,20 @@ def test_equivalences() -> None:
     assert same_attention("distance", "key", 4, causal=True)
     assert same_attention("symmetric", "distance", 4, causal=True)
     assert not same_attention("symmetric", "key", 3, causal=False)
-    i = sp.Symbol("i", integer=True, nonnegative=True)
+    t = sp.Symbol("t", integer=True, nonnegative=True)
+    s = sp.Symbol("s", integer=True, nonnegative=True)
     m = sp.Symbol("m", positive=True)
-    assert row_shift("distance", "key", causal=True) == -m * i
+    # causal: a constant per row (no key position s); encoder: depends on s
+    assert row_shift("distance", "key", causal=True) == -m * t
+    assert row_shift("symmetric", "key", causal=True) == -m * t
+    assert s in row_shift("symmetric", "key", causal=False).free_symbols
+
+
+def test_bias_forms_in_the_books_notation() -> None:
+    t, s, m = sp.symbols("t s m")
+    assert bias("distance", t, s, m) == -m * (t - s)
+    assert bias("key", t, s, m) == m * s
+    assert bias("symmetric", 5, 7, m) == -2 * m
 
 
 def test_errors() -> None:

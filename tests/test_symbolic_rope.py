@@ -9,14 +9,33 @@ from posenc_lib.symbolic import is_zero, rotation_matrix
 from posenc_lib.symbolic.rope import (
     block_product_lemma,
     complex_score_2d,
+    depends_only_on_difference,
     elementwise_rope,
     half_permutation_matrix,
     rope_matrix,
     swap_pair,
     theta_symbols,
+    theta_values,
 )
+from posenc_lib.encodings.rope import rope_inverse_frequencies
 
 M, N = sp.symbols("m n", integer=True)
+
+
+def test_theta_symbols_count_from_zero() -> None:
+    # book/notation.md: pairs i = 0 … d/2 − 1 (RoFormer counts from 1)
+    assert [str(theta) for theta in theta_symbols(6)] == ["theta_0", "theta_1", "theta_2"]
+
+
+def test_depends_only_on_difference() -> None:
+    t, s = sp.symbols("t s", real=True)
+    theta = sp.Symbol("theta", positive=True)
+    q, k = sp.Matrix(sp.symbols("q1:3", real=True)), sp.Matrix(sp.symbols("k1:3", real=True))
+    assert depends_only_on_difference(complex_score_2d(q, k, t, s, theta), t, s)
+    assert depends_only_on_difference(sp.exp(-(t - s) ** 2), t, s)
+    # an absolute term, or a norm that grows with position, breaks it
+    assert not depends_only_on_difference(sp.cos(t * theta) * sp.cos(s * theta), t, s)
+    assert not depends_only_on_difference(2**t * 2**s * sp.cos((t - s) * theta), t, s)
 
 
 @pytest.mark.parametrize("d", [2, 4, 6])
@@ -50,7 +69,7 @@ def test_block_lemma() -> None:
 def test_matrix_matches_library(interleaved: bool) -> None:
     # the symbolic matrix, evaluated at the library's frequencies, is what apply_rope computes
     d, position, base = 6, 7, 10000.0
-    thetas = [sp.Float(base) ** (-sp.Rational(2 * i, d)) for i in range(d // 2)]
+    thetas = theta_values(d, base)
     rotation = rope_matrix(position, thetas)
     if not interleaved:
         permutation = half_permutation_matrix(d)
@@ -61,7 +80,15 @@ def test_matrix_matches_library(interleaved: bool) -> None:
     assert torch.allclose(out[0], matrix @ x[0], atol=1e-12)
 
 
+@pytest.mark.parametrize("base", [10000, 500000.0, 2.5])
+def test_theta_values_match_the_library(base: float) -> None:
+    exact = torch.tensor([float(theta) for theta in theta_values(16, base)], dtype=torch.float64)
+    assert torch.allclose(rope_inverse_frequencies(16, base).double(), exact, rtol=1e-7)
+
+
 def test_errors() -> None:
+    with pytest.raises(ValueError, match="base must be > 0"):
+        theta_values(4, 0)
     with pytest.raises(ValueError, match="d must be even"):
         theta_symbols(3)
     with pytest.raises(ValueError, match="length"):

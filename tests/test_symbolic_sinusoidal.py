@@ -9,6 +9,7 @@ from posenc_lib import sinusoidal_encoding
 from posenc_lib.symbolic import is_zero, rotation_matrix
 from posenc_lib.symbolic.sinusoidal import (
     offset_kernel,
+    pair_score,
     row_dot_product,
     shift_matrix,
     sinusoidal_frequency,
@@ -59,3 +60,31 @@ def test_empty_frequencies_raise() -> None:
         row_dot_product(p, k, [])
     with pytest.raises(ValueError, match="omegas"):
         offset_kernel(k, [])
+
+
+def test_pair_score_with_identity_is_the_dot_product() -> None:
+    t, s = sp.symbols("t s", real=True)
+    assert is_zero(pair_score(t, s, w, sp.eye(2)) - sp.cos((t - s) * w))
+
+
+def test_pair_score_splits_into_even_odd_and_absolute_parts() -> None:
+    # B = [[a, b], [c, d]]: (a+d)/2 cos(rω) + (b−c)/2 sin(rω)
+    #                       + (d−a)/2 cos((t+s)ω)
+    #                       + (b+c)/2 sin((t+s)ω), with r = t − s
+    t, s, a, b, c, d = sp.symbols("t s a b c d", real=True)
+    r, total = t - s, t + s
+    expected = ((a + d) * sp.cos(r * w) + (b - c) * sp.sin(r * w)
+                + (d - a) * sp.cos(total * w) + (b + c) * sp.sin(total * w)) / 2
+    assert is_zero(pair_score(t, s, w, sp.Matrix([[a, b], [c, d]])) - expected)
+
+
+def test_antisymmetric_block_flips_sign_with_the_offset() -> None:
+    t, k = sp.symbols("t k", real=True)
+    J = sp.Matrix([[0, 1], [-1, 0]])
+    assert is_zero(pair_score(t, t - k, w, J) + pair_score(t, t + k, w, J))
+    assert not is_zero(pair_score(t, t - k, w, J))
+
+
+def test_pair_score_needs_a_2x2_block() -> None:
+    with pytest.raises(ValueError, match="2 x 2"):
+        pair_score(p, k, w, sp.eye(3))

@@ -2,12 +2,20 @@
 or the last `stride` tokens of each window (sliding)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
-from posenc_lib import ModelConfig, TrainConfig, TransformerLM, evaluate_perplexity, train
+from posenc_lib import (
+    ModelConfig,
+    TrainConfig,
+    TransformerLM,
+    evaluate_perplexity,
+    train,
+)
 from posenc_lib.evaluate import _windows
+from posenc_lib.train import _optimizer, learning_rate, weight_decay_factor
 
 TINY = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=8, steps=12, warmup_steps=2)
 
@@ -64,6 +72,66 @@ def test_evaluation_errors() -> None:
         TrainConfig(model=ModelConfig(position="learned", max_positions=16), seq_len=32)
 
 
+# Weight decay of the learned position table, and what decay alone would do to a weight.
+
+LEARNED = TrainConfig(
+    model=ModelConfig(
+        position="learned", d_model=16, num_layers=1, num_heads=2, max_positions=8
+    ),
+    seq_len=8, batch_size=2, steps=40, warmup_steps=4, lr=1e-2, weight_decay=0.5,
+)
+
+
+def decay_only(config: TrainConfig) -> TransformerLM:
+    """The library's optimizer and schedule with every gradient zero: only decay acts."""
+    torch.manual_seed(0)
+    model = TransformerLM(config.model)
+    optimizer = _optimizer(model, config)
+    for step in range(config.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, config)
+        for param in model.parameters():
+            param.grad = torch.zeros_like(param)
+        optimizer.step()
+    return model
+
+
+def test_weight_decay_factor_is_what_decay_alone_does() -> None:
+    torch.manual_seed(0)
+    before = TransformerLM(LEARNED.model)
+    after = decay_only(LEARNED)
+    factor = weight_decay_factor(LEARNED)
+    assert 0 < factor < 0.9  # λ = 0.5 at lr 1e-2 over 40 steps shrinks noticeably
+    for name in ("learned.table.weight", "token_embedding.weight", "lm_head.weight"):
+        ratio = after.get_parameter(name) / before.get_parameter(name)
+        assert torch.allclose(ratio, torch.full_like(ratio, factor), rtol=1e-4), name
+    ln = after.get_parameter("final_norm.weight")
+    assert torch.equal(ln, before.get_parameter("final_norm.weight"))  # gains never decay
+
+
+def test_position_weight_decay_exempts_only_the_table() -> None:
+    torch.manual_seed(0)
+    before = TransformerLM(LEARNED.model)
+    after = decay_only(replace(LEARNED, position_weight_decay=0.0))
+    assert torch.equal(after.learned.table.weight, before.learned.table.weight)
+    ratio = after.token_embedding.weight / before.token_embedding.weight
+    expected = torch.full_like(ratio, weight_decay_factor(LEARNED))
+    assert torch.allclose(ratio, expected, rtol=1e-4)
+    half = decay_only(replace(LEARNED, position_weight_decay=0.25))
+    ratio = half.learned.table.weight / before.learned.table.weight
+    expected = torch.full_like(ratio, weight_decay_factor(LEARNED, 0.25))
+    assert torch.allclose(ratio, expected, rtol=1e-4)
+
+
+def test_position_weight_decay_errors() -> None:
+    with pytest.raises(ValueError, match="position_weight_decay must be >= 0"):
+        replace(LEARNED, position_weight_decay=-0.1)
+    with pytest.raises(ValueError, match="learned table only"):
+        TrainConfig(model=ModelConfig(position="rope"), position_weight_decay=0.0)
+    with pytest.raises(ValueError, match="weight_decay must be >= 0"):
+        weight_decay_factor(LEARNED, -1.0)
+
+
 def test_per_position_nll_decomposes_the_perplexity() -> None:
     from posenc_lib.evaluate import per_position_nll
 
@@ -78,3 +146,30 @@ def test_per_position_nll_decomposes_the_perplexity() -> None:
         per_position_nll(model, tokens[:10], 16)
     with pytest.raises(ValueError, match="eval_length"):
         per_position_nll(model, tokens, 0)
+
+
+def test_fine_tune_copies_the_weights_and_checks_its_config() -> None:
+    from posenc_lib import FineTuneConfig, fine_tune
+
+    model = ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2)
+    base_config = TrainConfig(model=model, seq_len=32, batch_size=4, steps=3)
+    base, _ = train(base_config, progress=False)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    config = FineTuneConfig(base=base_config, seq_len=64, steps=3, batch_size=2,
+                            lr=1e-3, rope_scaling={"type": "linear", "factor": 2})
+    assert config.rope_scaling == {"rope_type": "linear", "factor": 2.0}  # normalised
+    tuned, record = fine_tune(base, config, progress=False)
+    again, record_again = fine_tune(base, config, progress=False)
+    assert all(torch.equal(before[k], v) for k, v in base.state_dict().items())
+    assert record.losses == record_again.losses  # deterministic
+    assert len(record.losses) == 3
+    assert not torch.equal(tuned.lm_head.weight, base.lm_head.weight)
+    assert tuned.config.rope_scaling["rope_type"] == "linear" and not tuned.training
+    with pytest.raises(ValueError, match="RoPE base"):
+        alibi = TrainConfig(model=ModelConfig(position="alibi"))
+        FineTuneConfig(base=alibi, seq_len=256, steps=1, batch_size=1, lr=1e-3)
+    with pytest.raises(ValueError, match="seq_len must exceed"):
+        FineTuneConfig(base=base_config, seq_len=32, steps=1, batch_size=1, lr=1e-3)
+    with pytest.raises(ValueError, match="'factor'"):
+        FineTuneConfig(base=base_config, seq_len=64, steps=1, batch_size=1, lr=1e-3,
+                       rope_scaling={"rope_type": "linear", "factor": 0.5})

@@ -10,10 +10,12 @@ from posenc_lib.encodings.rope import (
     interleaved_to_half_permutation,
     rope_inverse_frequencies,
 )
-from posenc_lib.encodings.sinusoidal import sinusoidal_encoding
+from posenc_lib.encodings.rope_scaling import ROPE_TYPES, normalize_rope_scaling, rope_scaled_frequencies
+from posenc_lib.encodings.sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
 from posenc_lib.encodings.t5_bias import T5RelativePositionBias, t5_relative_position_bucket
 
 __all__ = [
+    "ROPE_TYPES",
     "LearnedPositionalEmbedding",
     "RotaryEmbedding",
     "T5RelativePositionBias",
@@ -22,8 +24,11 @@ __all__ = [
     "alibi_slopes",
     "apply_rope",
     "interleaved_to_half_permutation",
+    "normalize_rope_scaling",
     "positions_from_mask",
     "rope_inverse_frequencies",
+    "rope_scaled_frequencies",
     "sinusoidal_encoding",
+    "sinusoidal_frequencies",
     "t5_relative_position_bucket",
 ]

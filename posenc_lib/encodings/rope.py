@@ -8,8 +8,16 @@ cache that attention layers use; both rotate with the elementwise form (eq. 34),
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor, nn
+
+from posenc_lib.encodings.rope_scaling import (
+    normalize_rope_scaling,
+    resolve_base,
+    rope_scaled_frequencies,
+)
 
 
 def _check_head_dim(head_dim: int, name: str = "head_dim") -> None:
@@ -75,12 +83,81 @@ def _broadcast_to_heads(table: Tensor, positions: Tensor, x_dim: int) -> Tensor:
     return table.reshape(table.shape[0], *([1] * (x_dim - 3)), *table.shape[1:])
 
 
+def _pairs(t: Tensor, interleaved: bool) -> tuple[Tensor, Tensor]:
+    """The two members of every pair of ``t``'s last dimension, as views (no copy)."""
+    if interleaved:
+        return t[..., 0::2], t[..., 1::2]  # (2i, 2i+1)
+    half = t.shape[-1] // 2
+    return t[..., :half], t[..., half:]  # (i, i + d/2)
+
+
+def _rotate(
+    x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool
+) -> Tensor:
+    """The rotation kernel: one output allocation, four elementwise passes, no
+    temporaries.
+
+    Why this form. Rotating pairs is elementwise: every output element needs one element
+    of x, its partner, and one cos and one sin. The least memory traffic is one read of
+    x and one write of the result (cos and sin are ``[seq, d/2]``, shared by every head,
+    and stay in cache). On a CPU such an operation is limited by memory bandwidth, so
+    its cost is the bytes it moves. The textbook form ``x * cos + cat(-x2, x1) * sin``
+    allocates five temporaries the size of x (or half of it) and moves about 10 × x's
+    bytes; each new tensor is also fresh memory, which costs time of its own the first
+    time it is written (the cost chapter measures both). Here the result is allocated
+    once, the products x_a·cos and x_b·cos are written into its two halves, and two
+    fused multiply-adds (``addcmul_``, in place) add the sine terms: 3 reads and 2
+    writes of x's size, and no temporary.
+    """
+    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    # bf16/fp16 x: upcast once (one vectorised pass) so every product and sum is
+    # float32; mixing dtypes inside each operation instead takes PyTorch's slower
+    # casting loops
+    x_c = x.to(compute_dtype)  # no copy when x is already float32
+    out = torch.empty(x.shape, dtype=compute_dtype, device=x.device)
+    cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
+    x_a, x_b = _pairs(x_c, interleaved)  # (..., seq, d/2) views
+    out_a, out_b = _pairs(out, interleaved)
+    sign = -1.0 if inverse else 1.0  # the inverse rotation (by −angle) negates sin
+    torch.mul(x_a, cos, out=out_a)
+    torch.mul(x_b, cos, out=out_b)
+    out_a.addcmul_(x_b, sin, value=-sign)  # x_a cos − x_b sin
+    out_b.addcmul_(x_a, sin, value=sign)  # x_b cos + x_a sin
+    return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+class _Rotation(torch.autograd.Function):
+    """Autograd for :func:`_rotate`: a rotation's gradient is the rotation by −angle.
+
+    R is orthogonal, so for y = R x the gradient is ∂L/∂x = Rᵀ ∂L/∂y = R(−angle) ∂L/∂y:
+    the backward pass is the same kernel with sin negated, as cheap as the forward.
+    cos and sin are constants here (see :func:`rotate_pairs`).
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+        ctx.save_for_backward(cos, sin)
+        ctx.interleaved = interleaved
+        return _rotate(x, cos, sin, interleaved, inverse=False)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:
+        cos, sin = ctx.saved_tensors
+        return _rotate(grad, cos, sin, ctx.interleaved, inverse=True), None, None, None
+
+
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> Tensor:
     """Rotate each pair of ``x``'s last dimension by the angle whose cos/sin are given.
 
     Pairs are (i, i + d/2) when ``interleaved=False`` (rotate-half) and (2i, 2i+1) when
-    ``interleaved=True``. The arithmetic is done in float32 (or float64 if x is float64) and
-    the result is cast back to x's dtype. Su et al. 2021, eq. 34 (the elementwise form).
+    ``interleaved=True``; each pair (x_a, x_b) becomes
+    (x_a cos − x_b sin, x_b cos + x_a sin) — Su et al. 2021, eq. 34 (the elementwise
+    form). The arithmetic is done
+    in float32 (float64 if x is float64) and the result is cast back to x's dtype. The
+    kernel allocates the result once and moves no temporaries (see ``_rotate``); its
+    backward pass is the inverse rotation. cos and sin are treated as constants unless
+    one of them requires grad, in which case the plain differentiable formula is used.
 
     Args:
         x: ``[..., seq, d]`` with d even.
@@ -90,21 +167,18 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> T
     Returns:
         Tensor with x's shape and dtype.
     """
-    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    xf = x.to(compute_dtype)
-    if interleaved:
-        x1, x2 = xf[..., 0::2], xf[..., 1::2]  # (..., seq, d/2) each
-    else:
-        half = x.shape[-1] // 2
-        x1, x2 = xf[..., :half], xf[..., half:]
-    cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
-    out1 = x1 * cos - x2 * sin
-    out2 = x2 * cos + x1 * sin
-    if interleaved:
-        out = torch.stack([out1, out2], dim=-1).flatten(-2)  # (..., seq, d/2, 2) -> (..., seq, d)
-    else:
-        out = torch.cat([out1, out2], dim=-1)
-    return out.to(x.dtype)
+    if cos.requires_grad or sin.requires_grad:  # learned angles: autograd sees it all
+        compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        x_a, x_b = _pairs(x.to(compute_dtype), interleaved)
+        cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
+        out_a, out_b = x_a * cos - x_b * sin, x_b * cos + x_a * sin
+        if interleaved:
+            # (..., d/2, 2) -> (..., d)
+            out = torch.stack([out_a, out_b], dim=-1).flatten(-2)
+        else:
+            out = torch.cat([out_a, out_b], dim=-1)
+        return out.to(x.dtype)
+    return _Rotation.apply(x, cos, sin, interleaved)
 
 
 def apply_rope(
@@ -171,15 +245,29 @@ class RotaryEmbedding(nn.Module):
     ``rotary_dim`` dimensions are rotated and the rest pass through (partial rotary, as
     GPT-NeoX and GPT-J use).
 
+    A context-extension method (:mod:`~posenc_lib.encodings.rope_scaling`) changes
+    only the frequencies and the cache: ``rope_scaling={"rope_type": "yarn",
+    "factor": 4, "original_max_position_embeddings": 128}`` gives YaRN's θ′_i and
+    multiplies the cached cos/sin by its attention factor. ``"dynamic"`` recomputes
+    θ′_i from the current length L = max(positions) + 1 at every call, so a short
+    input after a long one gets the unscaled frequencies back (the frequencies are a
+    function of the current input only).
+
     Args:
         head_dim: per-head width; even.
-        base: θ_i = base^(−2i/rotary_dim).
+        base: θ_i = base^(−2i/rotary_dim); None takes ``rope_scaling["rope_theta"]``
+            or 10 000.
         interleaved: pairing convention, see :func:`apply_rope`.
         rotary_dim: how many leading dimensions to rotate (even, ≤ head_dim); default all.
+        rope_scaling: a scaling dictionary in Hugging Face's vocabulary
+            (``rope_scaling`` or v5's ``rope_parameters``), or None for plain RoPE
+            (bit-identical to no argument).
 
     Raises:
-        ValueError: for odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``, or x whose
-            last dimension is not ``head_dim``.
+        ValueError: for odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``, a
+            bad ``rope_scaling`` (see
+            :func:`~posenc_lib.encodings.rope_scaling.normalize_rope_scaling`), or x
+            whose last dimension is not ``head_dim``.
 
     Example:
         >>> rope = RotaryEmbedding(8)
@@ -190,10 +278,11 @@ class RotaryEmbedding(nn.Module):
     def __init__(
         self,
         head_dim: int,
-        base: float = 10000.0,
+        base: float | None = None,
         *,
         interleaved: bool = False,
         rotary_dim: int | None = None,
+        rope_scaling: Mapping | None = None,
     ) -> None:
         super().__init__()
         _check_head_dim(head_dim)
@@ -202,43 +291,83 @@ class RotaryEmbedding(nn.Module):
         if rotary_dim > head_dim:
             raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got rotary_dim={rotary_dim}")
         self.head_dim, self.rotary_dim = head_dim, rotary_dim
-        self.base, self.interleaved = base, interleaved
-        self.inv_freq = rope_inverse_frequencies(rotary_dim, base)  # float32, not a buffer
+        self.rope_scaling = normalize_rope_scaling(rope_scaling)
+        self.base, self.interleaved = resolve_base(base, self.rope_scaling), interleaved
+        # float32 θ′_i (not a buffer) and YaRN's q/k scale (1.0 for the other methods)
+        self.inv_freq, self.attention_factor = rope_scaled_frequencies(
+            rotary_dim, self.base, self.rope_scaling
+        )
         self._cos = torch.empty(0, rotary_dim // 2)
         self._sin = torch.empty(0, rotary_dim // 2)
+        self._cache_seq_len: int | None = None  # length whose dynamic θ′_i are cached
+
+    def _dynamic_seq_len(self, length: int) -> int | None:
+        """The length that sets dynamic NTK's θ′_i (None: unscaled, or not dynamic)."""
+        params = self.rope_scaling
+        if params["rope_type"] != "dynamic":
+            return None
+        return length if length > params["original_max_position_embeddings"] else None
 
     def _extend_cache(self, length: int, device: torch.device) -> None:
-        if self._cos.shape[0] >= length and self._cos.device == device:
+        seq_len = self._dynamic_seq_len(length)
+        same_frequencies = seq_len == self._cache_seq_len
+        cached = self._cos.shape[0] >= length and self._cos.device == device
+        if cached and same_frequencies:
             return
-        length = max(length, 2 * self._cos.shape[0])  # grow geometrically, not by one each step
-        angles = torch.arange(length, device=device, dtype=torch.float32)[:, None] * self.inv_freq.to(device)
+        inv_freq = self.inv_freq
+        if seq_len is not None:  # dynamic NTK past L0: θ′_i for this length
+            inv_freq, _ = rope_scaled_frequencies(
+                self.rotary_dim, self.base, self.rope_scaling, seq_len
+            )
+        if same_frequencies:  # grow geometrically, not by one each step
+            length = max(length, 2 * self._cos.shape[0])
+        positions = torch.arange(length, device=device, dtype=torch.float32)
+        angles = positions[:, None] * inv_freq.to(device)
         self._cos, self._sin = angles.cos(), angles.sin()  # (length, rotary_dim/2) float32
+        if self.attention_factor != 1.0:  # YaRN: q, k scaled (logits by its square)
+            self._cos = self._cos * self.attention_factor
+            self._sin = self._sin * self.attention_factor
+        self._cache_seq_len = seq_len
 
-    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+    def forward(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
         """Rotate ``x`` ``[..., seq, head_dim]`` by integer ``positions`` ``[seq]`` or ``[batch, seq]``.
 
-        Positions may be offsets (a KV cache: the token at step t alone, ``positions=[t]``, gets
-        exactly row t of the full pass) or per-sequence ids (left padding, see
-        :func:`positions_from_mask`). Negative positions rotate backwards, as in
-        :func:`apply_rope` (cos is even, sin is odd), so both give the same result.
+        Positions may be offsets (a KV cache: the token at step t alone,
+        ``positions=[t]``, gets exactly row t of the full pass) or per-sequence ids
+        (left padding, see :func:`positions_from_mask`). Negative positions rotate
+        backwards, as in :func:`apply_rope` (cos is even, sin is odd), so both give the
+        same result. ``positions=None`` means 0 … seq − 1: the first rows of the cache,
+        taken as a view (no lookup), which is what a model without padding or offsets
+        needs.
         """
-        _check_positions(positions, x)
-        if x.shape[-1] != self.head_dim:
+        if x.dim() < 2 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must be [..., seq, head_dim={self.head_dim}], got shape {tuple(x.shape)}")
-        positions = positions.to(x.device)
-        distance = positions.abs()
-        self._extend_cache(int(distance.max()) + 1 if distance.numel() else 0, x.device)
-        cos = self._cos[distance]  # (..., seq, r/2) float32
-        sin = self._sin[distance]
-        sin = torch.where(positions[..., None] < 0, -sin, sin)  # sin(−a) = −sin a
-        cos, sin = _broadcast_to_heads(cos, positions, x.dim()), _broadcast_to_heads(sin, positions, x.dim())
+        if positions is None:
+            seq = x.shape[-2]
+            self._extend_cache(seq, x.device)
+            cos, sin = self._cos[:seq], self._sin[:seq]  # (seq, r/2) float32 views
+        else:
+            _check_positions(positions, x)
+            positions = positions.to(x.device)
+            distance = positions.abs()
+            longest = int(distance.max()) + 1 if distance.numel() else 0
+            self._extend_cache(longest, x.device)
+            cos = self._cos[distance]  # (..., seq, r/2) float32
+            sin = self._sin[distance]
+            sin = torch.where(positions[..., None] < 0, -sin, sin)  # sin(−a) = −sin a
+            cos = _broadcast_to_heads(cos, positions, x.dim())
+            sin = _broadcast_to_heads(sin, positions, x.dim())
         rotated = rotate_pairs(x[..., : self.rotary_dim], cos, sin, interleaved=self.interleaved)
         if self.rotary_dim == self.head_dim:
             return rotated
         return torch.cat([rotated, x[..., self.rotary_dim :]], dim=-1)  # pass-through dims unchanged
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, interleaved={self.interleaved}"
+        scaling = ""
+        if self.rope_scaling["rope_type"] != "default":
+            scaling = f", rope_scaling={self.rope_scaling}"
+        return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, "
+                f"base={self.base}, interleaved={self.interleaved}{scaling}")
 
 
 def interleaved_to_half_permutation(head_dim: int) -> Tensor:

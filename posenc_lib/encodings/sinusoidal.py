@@ -10,12 +10,62 @@ from torch import Tensor
 SinusoidalLayout = Literal["interleaved", "concatenated"]
 
 
+ANGLE_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
+"""Dtypes in which :func:`sinusoidal_encoding` can form its angles (float64 is the library's)."""
+
+
+def sinusoidal_frequencies(
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    layout: SinusoidalLayout = "interleaved",
+) -> Tensor:
+    """The angle per position of each (sin, cos) pair, in radians.
+
+    ``layout="interleaved"`` gives the paper's ω_i = base^(−2i/d_model) (Vaswani et al. 2017,
+    §3.5); ``layout="concatenated"`` gives tensor2tensor's and fairseq's
+    ω_i = base^(−i/(d_model/2 − 1)), whose slowest pair has a wavelength of exactly
+    2π·base. In both, i = 0 … d_model/2 − 1 and ω_0 = 1.
+
+    Args:
+        d_model: model width; must be even and ≥ 2 (≥ 4 for ``"concatenated"``).
+        base: the wavelength base; must be > 0.
+        layout: ``"interleaved"`` (the paper) or ``"concatenated"`` (tensor2tensor/fairseq).
+
+    Returns:
+        Tensor ``[d_model // 2]``, float64, radians per position, decreasing from 1 (for
+        base > 1). The wavelengths are λ_i = 2π/ω_i positions.
+
+    Raises:
+        ValueError: if ``d_model`` is odd or too small, ``base`` is not positive, or
+            ``layout`` is unknown.
+
+    Example:
+        >>> sinusoidal_frequencies(4, base=100.0)
+        tensor([1.0000, 0.1000], dtype=torch.float64)
+    """
+    if d_model < 2 or d_model % 2 != 0:
+        raise ValueError(f"d_model must be even and >= 2 (sin/cos pairs), got d_model={d_model}")
+    if base <= 0:
+        raise ValueError(f"base must be > 0, got base={base}")
+    half = d_model // 2
+    i = torch.arange(half, dtype=torch.float64)  # (d/2,)
+    if layout == "interleaved":
+        return base ** (-2.0 * i / d_model)
+    if layout == "concatenated":
+        if half < 2:
+            raise ValueError(f"layout='concatenated' needs d_model >= 4, got d_model={d_model}")
+        return base ** (-i / (half - 1))
+    raise ValueError(f"layout must be 'interleaved' or 'concatenated', got layout={layout!r}")
+
+
 def sinusoidal_encoding(
     num_positions: int,
     d_model: int,
     base: float = 10000.0,
     *,
     layout: SinusoidalLayout = "interleaved",
+    angle_dtype: torch.dtype = torch.float64,
 ) -> Tensor:
     """The fixed sinusoidal position table.
 
@@ -32,7 +82,11 @@ def sinusoidal_encoding(
 
     The angles p·ω_i are formed in float64 and only the sines and cosines are rounded to
     float32, so the table stays accurate at large p (a float32 angle near p = 10 000 is
-    already off by ~5e-4 rad).
+    already off by ~5e-4 rad). ``angle_dtype`` forms them in a lower precision instead, as
+    a model that computed its table in that dtype would: positions and frequencies are
+    rounded to ``angle_dtype`` and multiplied there; the sine and cosine of that rounded
+    angle are then taken in float64. It exists to measure what low precision costs
+    (float16 cannot even hold a position above 65 504: those rows come out NaN).
 
     Args:
         num_positions: number of positions P (rows), positions 0 … P−1; must be ≥ 0.
@@ -40,37 +94,32 @@ def sinusoidal_encoding(
             whose exponent divides by d_model/2 − 1).
         base: the wavelength base; wavelengths run from 2π to base·2π. Must be > 0.
         layout: ``"interleaved"`` (the paper) or ``"concatenated"`` (tensor2tensor/fairseq).
+        angle_dtype: the dtype in which p·ω_i is formed, one of :data:`ANGLE_DTYPES`;
+            float64 (the default) is the library's choice.
 
     Returns:
         Tensor ``[num_positions, d_model]``, float32, on the CPU.
 
     Raises:
         ValueError: if ``d_model`` is odd or too small, ``num_positions`` is negative,
-            ``base`` is not positive, or ``layout`` is unknown.
+            ``base`` is not positive, ``layout`` is unknown, or ``angle_dtype`` is not one
+            of :data:`ANGLE_DTYPES`.
 
     Example:
         >>> sinusoidal_encoding(4, 8).shape
         torch.Size([4, 8])
     """
-    if d_model < 2 or d_model % 2 != 0:
-        raise ValueError(f"d_model must be even and >= 2 (sin/cos pairs), got d_model={d_model}")
     if num_positions < 0:
         raise ValueError(f"num_positions must be >= 0, got num_positions={num_positions}")
-    if base <= 0:
-        raise ValueError(f"base must be > 0, got base={base}")
-    half = d_model // 2
+    if angle_dtype not in ANGLE_DTYPES:
+        raise ValueError(f"angle_dtype must be one of {ANGLE_DTYPES}, got angle_dtype={angle_dtype}")
+    frequencies = sinusoidal_frequencies(d_model, base, layout=layout)  # (d/2,), float64
     positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    i = torch.arange(half, dtype=torch.float64)  # (d/2,)
+    angles = positions.to(angle_dtype) * frequencies.to(angle_dtype)  # (P, d/2), in angle_dtype
+    angles = angles.double()
     if layout == "interleaved":
-        frequencies = base ** (-2.0 * i / d_model)
-        angles = positions * frequencies  # (P, d/2)
+        # (P, d/2, 2) -> (P, d): columns 2i, 2i+1 hold sin, cos of pair i
         table = torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(num_positions, d_model)
-    elif layout == "concatenated":
-        if half < 2:
-            raise ValueError(f"layout='concatenated' needs d_model >= 4, got d_model={d_model}")
-        frequencies = base ** (-i / (half - 1))
-        angles = positions * frequencies  # (P, d/2)
-        table = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (P, d)
     else:
-        raise ValueError(f"layout must be 'interleaved' or 'concatenated', got layout={layout!r}")
+        table = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (P, d): [sin | cos]
     return table.to(torch.float32)

@@ -91,3 +91,29 @@ def offset_kernel(offset: sp.Expr, omegas: list[sp.Expr]) -> sp.Expr:
     if not omegas:
         raise ValueError("omegas must hold at least one frequency, got an empty list")
     return sp.Add(*[sp.cos(offset * w) for w in omegas])
+
+
+def pair_score(t: sp.Expr, s: sp.Expr, omega: sp.Expr, block: sp.Matrix) -> sp.Expr:
+    """One pair's share of an attention score between positional vectors, unsimplified.
+
+    A head scores query position t against key position s through the matrix W_Q W_Kᵀ
+    (Vaswani et al. 2017, eq. 1, with the inputs' positional part alone). Restricted to the
+    columns 2i, 2i+1 of one frequency, that matrix is a 2 × 2 ``block`` B, and the score is
+    ``sinusoidal_pair(t, ω)ᵀ · B · sinusoidal_pair(s, ω)``. With B = I it is the dot product
+    of :func:`row_dot_product`; a general B need not be symmetric in t − s.
+
+    Args:
+        t: the query position (a symbol or a number).
+        s: the key position.
+        omega: the pair's frequency ω_i.
+        block: the 2 × 2 block of W_Q W_Kᵀ that this pair sees.
+
+    Returns:
+        The bilinear form as written, so that a proof has something to simplify.
+
+    Raises:
+        ValueError: if ``block`` is not 2 × 2.
+    """
+    if block.shape != (2, 2):
+        raise ValueError(f"block must be a 2 x 2 matrix, got shape {block.shape}")
+    return (sinusoidal_pair(t, omega).T * block * sinusoidal_pair(s, omega))[0, 0]

@@ -1,0 +1,82 @@
+"""Shared plumbing of the suites: devices, dtypes, rows → table, results → JSON."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from posenc_lib.benchmark import Timing, environment
+
+RESULT_FORMAT = 1
+"""Version of the benchmark JSON layout."""
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def timing_columns(timing: Timing) -> dict:
+    """Median and quartiles of a :class:`Timing`, in milliseconds."""
+    return {
+        "median_ms": timing.median * 1e3,
+        "q1_ms": timing.low * 1e3,
+        "q3_ms": timing.high * 1e3,
+        "repeats": len(timing.samples),
+        "cpu_median_ms": None if timing.cpu_median is None else timing.cpu_median * 1e3,
+    }
+
+
+def start_record(
+    suite: str, device: torch.device, config: dict, argv: Sequence[str]
+) -> dict:
+    """The JSON record of one suite run, before its rows: what, where, when, how."""
+    return {
+        "format": RESULT_FORMAT,
+        "suite": suite,
+        "command": "python -m benchmarks " + " ".join(argv),
+        "config": config,
+        "environment": environment(device),
+        "rows": [],
+    }
+
+
+def finish_record(record: dict, rows: list[dict]) -> dict:
+    record["rows"] = rows
+    record["load_average_end"] = (
+        list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    )
+    return record
+
+
+def save(record: dict, out: Path) -> Path:
+    """Write ``record`` to a new file ``out/<suite>-<device type>-<UTC time>.json``.
+
+    The name carries the time to the second; an existing file is never replaced (a
+    second run in the same second gets a ``-2`` suffix).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stem = f"{record['suite']}-{record['environment']['device_type']}-{stamp}"
+    text = json.dumps(record, indent=1, allow_nan=False, default=str)
+    for attempt in range(1, 100):
+        path = out / (stem if attempt == 1 else f"{stem}-{attempt}")
+        path = path.with_suffix(".json")
+        try:
+            with open(path, "x", encoding="utf-8") as file:  # "x": fail if it exists
+                file.write(text + "\n")
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not find a free file name for {stem} in {out}")
+
+
+def show(rows: list[dict], columns: Sequence[str], title: str) -> str:
+    """A plain-text table of some columns of the rows, rounded for the terminal."""
+    frame = pd.DataFrame(rows)[list(columns)]
+    with pd.option_context("display.width", 200, "display.max_columns", 50):
+        text = frame.to_string(index=False, float_format=lambda v: f"{v:.3g}")
+    return f"{title}\n{text}\n"

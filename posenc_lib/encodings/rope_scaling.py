@@ -1,0 +1,326 @@
+"""Stretching RoPE past its training length: interpolation, NTK, YaRN, Llama 3.
+
+Every method here changes only the rotation frequencies θ_i (and, for YaRN, a scale
+on q and k); the rotation itself is RoPE's. A method is described by a dictionary in
+Hugging Face's vocabulary, so a real model's config maps onto it unchanged:
+
+* ``{"rope_type": "default"}``: θ_i = base^(−2i/d), no change (Su et al. 2021, eq. 15);
+* ``{"rope_type": "linear", "factor": κ}``: position interpolation, every θ_i divided
+  by κ (Chen et al. 2023);
+* ``{"rope_type": "dynamic", "factor": κ, "original_max_position_embeddings": L0}``:
+  the NTK-aware base change base′ = base · (κ·L/L0 − (κ − 1))^(d/(d−2)), applied only
+  while the current length L exceeds L0 (bloc97 2023 for the base change, emozilla
+  2023 for the dynamic rule; as transformers' ``_compute_dynamic_ntk_parameters``);
+* ``{"rope_type": "yarn", "factor": κ, "original_max_position_embeddings": L0,
+  "beta_fast": 32, "beta_slow": 1}``: YaRN (Peng et al. 2023), a per-pair
+  blend of θ_i and θ_i/κ by how many turns pair i completes within L0, and the
+  attention factor 0.1·ln κ + 1 that multiplies q and k (so the logits by its square);
+* ``{"rope_type": "llama3", "factor": κ, "low_freq_factor": 1, "high_freq_factor": 4,
+  "original_max_position_embeddings": L0}``: Llama 3.1's bands (Dubey et al. 2024;
+  the rule as released in Meta's code and in transformers): pairs whose
+  wavelength is shorter than L0/high_freq_factor keep θ_i, those longer than
+  L0/low_freq_factor get θ_i/κ, with a linear blend in between.
+
+transformers v5 calls this dictionary ``rope_parameters`` and keeps the base in it as
+``rope_theta``; v4 called it ``rope_scaling`` and sometimes wrote ``type`` for
+``rope_type``. All three spellings are accepted. This module is a leaf: it imports
+only torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "dynamic", "yarn", "llama3")
+"""The ``rope_type`` values this module implements."""
+
+DEFAULT_BASE = 10000.0
+"""RoFormer's base: used when neither ``base`` nor ``rope_theta`` is given."""
+
+_L0 = "original_max_position_embeddings"
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor", _L0),
+    "yarn": ("factor", _L0),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", _L0),
+}
+_OPTIONAL: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "linear": (),
+    "dynamic": (),
+    "yarn": ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim",
+             "truncate"),
+    "llama3": (),
+}
+_ALWAYS_ALLOWED = ("rope_type", "rope_theta")
+
+
+def _number(value: object, key: str, rope_type: str, *, above: float | None = None,
+            at_least: float | None = None) -> float:
+    """``value`` as a float, checked to be > ``above`` or ≥ ``at_least``."""
+    where = f"rope_scaling[{key!r}] (rope_type={rope_type!r})"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where} must be a number, got {value!r}")
+    if above is not None and not value > above:
+        raise ValueError(f"{where} must be > {above:g}, got {value!r}")
+    if at_least is not None and not value >= at_least:
+        raise ValueError(f"{where} must be >= {at_least:g}, got {value!r}")
+    return float(value)
+
+
+def normalize_rope_scaling(rope_scaling: Mapping | None) -> dict:
+    """Check a scaling dictionary; return it in one spelling, defaults filled in.
+
+    Accepts transformers v5's ``rope_parameters`` (with ``rope_theta`` inside), v4's
+    ``rope_scaling`` and its older ``type`` key. ``None`` means the default.
+
+    Args:
+        rope_scaling: the dictionary (see the module docstring for each type).
+
+    Returns:
+        A new dict with ``rope_type`` and every key the method uses (YaRN's
+        ``beta_fast`` 32, ``beta_slow`` 1 and ``truncate`` True are filled in when
+        missing); ``rope_theta`` is kept if it was given.
+
+    Raises:
+        ValueError: for an unknown ``rope_type``, a missing or unknown key (named in
+            the message), a ``factor`` below 1, an ``original_max_position_embeddings``
+            that is not a positive integer, or ``low_freq_factor`` ≥
+            ``high_freq_factor``.
+
+    Example:
+        >>> normalize_rope_scaling({"type": "linear", "factor": 4})
+        {'rope_type': 'linear', 'factor': 4.0}
+    """
+    if rope_scaling is None:
+        return {"rope_type": "default"}
+    if not isinstance(rope_scaling, Mapping):
+        kind = type(rope_scaling).__name__
+        raise ValueError(f"rope_scaling must be a dict or None, got {kind}")
+    params = dict(rope_scaling)
+    if "type" in params:  # transformers v4's older spelling
+        legacy = params.pop("type")
+        if params.setdefault("rope_type", legacy) != legacy:
+            raise ValueError(f"rope_scaling has type={legacy!r} and "
+                             f"rope_type={params['rope_type']!r}; give one")
+    rope_type = params.setdefault("rope_type", "default")
+    if rope_type not in ROPE_TYPES:
+        raise ValueError(f"rope_scaling['rope_type'] must be one of {ROPE_TYPES}, "
+                         f"got {rope_type!r}")
+    missing = [key for key in _REQUIRED[rope_type] if key not in params]
+    if missing:
+        hint = ""
+        if _L0 in missing:
+            hint = f" ({_L0} = the training length L0; transformers' dynamic type " \
+                   "reads it from config.max_position_embeddings)"
+        raise ValueError(f"rope_scaling with rope_type={rope_type!r} needs the "
+                         f"key(s) {missing}{hint}")
+    allowed = {*_ALWAYS_ALLOWED, *_REQUIRED[rope_type], *_OPTIONAL[rope_type]}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ValueError(f"rope_scaling with rope_type={rope_type!r} does not take the "
+                         f"key(s) {unknown}; allowed: {sorted(allowed)}")
+    out: dict = {"rope_type": rope_type}
+    if "rope_theta" in params:
+        theta = params["rope_theta"]
+        out["rope_theta"] = _number(theta, "rope_theta", rope_type, above=0)
+    if "factor" in params:
+        out["factor"] = _number(params["factor"], "factor", rope_type, at_least=1)
+    if _L0 in params:
+        length = params[_L0]
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ValueError(f"rope_scaling[{_L0!r}] must be an integer >= 1 (the "
+                             f"training length L0), got {length!r}")
+        out[_L0] = length
+    if rope_type == "yarn":
+        out.update(_yarn_options(params))
+    if rope_type == "llama3":
+        low, high = (_number(params[key], key, rope_type, above=0)
+                     for key in ("low_freq_factor", "high_freq_factor"))
+        if low >= high:
+            raise ValueError("rope_scaling needs low_freq_factor < high_freq_factor, "
+                             f"got {low} and {high}")
+        out["low_freq_factor"], out["high_freq_factor"] = low, high
+    return out
+
+
+def _yarn_options(params: Mapping) -> dict:
+    """YaRN's optional keys, checked, with the paper's defaults (β = 32, α = 1)."""
+    out = {
+        "beta_fast": _number(params.get("beta_fast", 32), "beta_fast", "yarn", above=0),
+        "beta_slow": _number(params.get("beta_slow", 1), "beta_slow", "yarn", above=0),
+        "truncate": bool(params.get("truncate", True)),
+    }
+    if out["beta_slow"] > out["beta_fast"]:
+        raise ValueError("rope_scaling needs beta_slow <= beta_fast (turns within L0), "
+                         f"got beta_slow={out['beta_slow']}, "
+                         f"beta_fast={out['beta_fast']}")
+    for key in ("attention_factor", "mscale", "mscale_all_dim"):
+        if params.get(key) is not None:
+            out[key] = _number(params[key], key, "yarn", above=0)
+    return out
+
+
+def resolve_base(base: float | None, rope_scaling: Mapping | None) -> float:
+    """The RoPE base: ``base`` if given, else ``rope_theta`` in the dict, else 10 000.
+
+    Raises:
+        ValueError: if both are given and differ, or the base is not > 0.
+    """
+    theta = None if rope_scaling is None else rope_scaling.get("rope_theta")
+    if base is not None and theta is not None and float(base) != float(theta):
+        raise ValueError(f"base={base} disagrees with "
+                         f"rope_scaling['rope_theta']={theta}; give one of them")
+    value = base if base is not None else theta if theta is not None else DEFAULT_BASE
+    if not float(value) > 0:
+        raise ValueError(f"base must be > 0, got base={value}")
+    return float(value)
+
+
+def _base_frequencies(head_dim: int, base: float) -> Tensor:
+    """θ_i = base^(−2i/d) in float64, ``[head_dim // 2]`` (rope.py's expression)."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+    return base ** -exponents
+
+
+def dynamic_ntk_base(base: float, head_dim: int, factor: float, seq_len: int,
+                     original_length: int) -> float:
+    """The NTK-aware base at length L: base·(κ·L/L0 − (κ − 1))^(d/(d−2)) if L > L0.
+
+    At L = L0 this is ``base``, and it grows with L. The exponent d/(d−2) stretches
+    the slowest pair's wavelength by exactly the bracket while the fastest pair
+    (θ_0 = 1) stays put (bloc97 2023; emozilla 2023 made the bracket depend on L).
+
+    Returns:
+        The base to use (``base`` itself when ``seq_len <= original_length``).
+    """
+    if seq_len <= original_length:
+        return base
+    stretch = factor * seq_len / original_length - (factor - 1)
+    return base * stretch ** (head_dim / (head_dim - 2))
+
+
+def yarn_correction_pair(turns: float, head_dim: int, base: float,
+                         original_length: int) -> float:
+    """The (fractional) pair index i whose wavelength fits ``turns`` times in L0.
+
+    Solves L0 / λ_i = turns with λ_i = 2π·base^(2i/d):
+    i = d·ln(L0 / (2π·turns)) / (2·ln base): Peng et al. 2023's ramp bounds, in pairs.
+    """
+    fits = original_length / (turns * 2 * math.pi)
+    return head_dim * math.log(fits) / (2 * math.log(base))
+
+
+def yarn_attention_factor(params: Mapping) -> float:
+    """YaRN's q/k scale: ``attention_factor`` if given, else 0.1·ln κ + 1.
+
+    Peng et al. 2023 (their √(1/t)); with DeepSeek's ``mscale`` and
+    ``mscale_all_dim`` it is the ratio of two such terms, as in transformers.
+    """
+    if params.get("attention_factor") is not None:
+        return float(params["attention_factor"])
+    factor = params["factor"]
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    if params.get("mscale") and params.get("mscale_all_dim"):
+        top, bottom = params["mscale"], params["mscale_all_dim"]
+        return mscale(factor, top) / mscale(factor, bottom)
+    return mscale(factor)
+
+
+def rope_scaled_frequencies(
+    head_dim: int,
+    base: float | None = None,
+    rope_scaling: Mapping | None = None,
+    seq_len: int | None = None,
+) -> tuple[Tensor, float]:
+    """RoPE's frequencies θ′_i after a context-extension method, and its q/k scale.
+
+    Computed in float64 and rounded once to float32, so ``{"rope_type": "default"}``
+    gives exactly :func:`~posenc_lib.encodings.rope.rope_inverse_frequencies`.
+
+    Args:
+        head_dim: the rotated width d (``rotary_dim`` for partial rotary); even, ≥ 4
+            for ``dynamic`` (its exponent d/(d−2)), ≥ 2 otherwise.
+        base: θ_i = base^(−2i/d); ``None`` takes ``rope_scaling["rope_theta"]`` or
+            10 000.
+        rope_scaling: a dictionary as in the module docstring, or None (default).
+        seq_len: the current input length L (largest position + 1); only ``dynamic``
+            uses it, and only when L > ``original_max_position_embeddings``.
+
+    Returns:
+        ``(inv_freq, attention_factor)``: ``[head_dim // 2]`` float32, radians per
+        position; and a float that multiplies cos and sin (so q and k; the logits get
+        its square): 1.0 for every method but YaRN.
+
+    Raises:
+        ValueError: as :func:`normalize_rope_scaling`; for an odd or too small
+            ``head_dim``, a base ≤ 0 or one that disagrees with ``rope_theta``, or
+            ``seq_len`` < 1.
+
+    Example:
+        >>> rope_scaled_frequencies(4, 100.0, {"rope_type": "linear", "factor": 2})
+        (tensor([0.5000, 0.0500]), 1.0)
+    """
+    params = normalize_rope_scaling(rope_scaling)
+    rope_type = params["rope_type"]
+    smallest = 4 if rope_type == "dynamic" else 2
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) \
+            or head_dim < smallest or head_dim % 2:
+        raise ValueError(f"head_dim must be an even integer >= {smallest} for "
+                         f"rope_type={rope_type!r}, got head_dim={head_dim}")
+    if seq_len is not None and (isinstance(seq_len, bool)
+                                or not isinstance(seq_len, int) or seq_len < 1):
+        raise ValueError("seq_len must be an integer >= 1 or None, "
+                         f"got seq_len={seq_len!r}")
+    base = resolve_base(base, params)
+    theta = _base_frequencies(head_dim, base)  # (d/2,) float64
+    attention_factor = 1.0
+    if rope_type == "linear":
+        theta = theta / params["factor"]
+    elif rope_type == "dynamic" and seq_len is not None:
+        factor, original_length = params["factor"], params[_L0]
+        ntk_base = dynamic_ntk_base(base, head_dim, factor, seq_len, original_length)
+        theta = _base_frequencies(head_dim, ntk_base)
+    elif rope_type == "yarn":
+        theta = _yarn(theta, head_dim, base, params)
+        attention_factor = yarn_attention_factor(params)
+    elif rope_type == "llama3":
+        theta = _llama3(theta, params)
+    return theta.to(torch.float32), attention_factor
+
+
+def _yarn(theta: Tensor, head_dim: int, base: float, params: Mapping) -> Tensor:
+    """θ_i for pairs that turn often within L0, θ_i/κ for those that turn rarely."""
+    low = yarn_correction_pair(params["beta_fast"], head_dim, base, params[_L0])
+    high = yarn_correction_pair(params["beta_slow"], head_dim, base, params[_L0])
+    if params["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    # Clamped as transformers does (its upper clamp is head_dim − 1, not the last pair).
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # a step instead of a ramp; avoids dividing by zero
+    pairs = torch.arange(head_dim // 2, dtype=torch.float64)
+    # 0 up to pair `low` (keep θ_i), 1 from pair `high` on (θ_i/κ), a ramp between
+    interpolate = ((pairs - low) / (high - low)).clamp(0, 1)
+    return theta / params["factor"] * interpolate + theta * (1 - interpolate)
+
+
+def _llama3(theta: Tensor, params: Mapping) -> Tensor:
+    """Keep short wavelengths, divide long ones by κ, blend linearly in between."""
+    factor, original_length = params["factor"], params[_L0]
+    low, high = params["low_freq_factor"], params["high_freq_factor"]
+    wavelength = 2 * math.pi / theta
+    long_band = wavelength > original_length / low  # rarely or never turns within L0
+    short_band = wavelength < original_length / high  # turns many times within L0
+    smooth = (original_length / wavelength - low) / (high - low)  # 0 long edge, 1 short
+    blended = (1 - smooth) * theta / factor + smooth * theta
+    kept_or_blended = torch.where(short_band, theta, blended)
+    return torch.where(long_band, theta / factor, kept_or_blended)

@@ -1,0 +1,238 @@
+"""rope_scaled_frequencies and RotaryEmbedding(rope_scaling=...): each method's
+definition, the default left bit-identical, dynamic NTK's return to unscaled
+frequencies, errors.
+
+Golden values are the papers' formulas evaluated here in float64 (Chen et al. 2023 for
+linear; bloc97's and emozilla's base change for dynamic; Peng et al. 2023 for YaRN;
+Llama 3.1's released rule). The comparison with transformers is in
+``test_rope_scaling_vs_transformers.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc_lib import (
+    RotaryEmbedding,
+    rope_inverse_frequencies,
+    rope_scaled_frequencies,
+)
+from posenc_lib.encodings.rope import rotate_pairs
+from posenc_lib.encodings.rope_scaling import (
+    dynamic_ntk_base,
+    normalize_rope_scaling,
+    yarn_correction_pair,
+)
+
+L0 = 128
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L0}
+LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0, "original_max_position_embeddings": L0}
+DYNAMIC = {"rope_type": "dynamic", "factor": 4.0,
+           "original_max_position_embeddings": L0}
+LINEAR = {"rope_type": "linear", "factor": 4.0}
+EPS32 = torch.finfo(torch.float32).eps
+
+
+def theta64(d: int, base: float) -> torch.Tensor:
+    values = [base ** (-2 * i / d) for i in range(d // 2)]
+    return torch.tensor(values, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    "d,base", [(2, 10.0), (16, 10000.0), (64, 100000.0), (128, 500000.0)]
+)
+def test_default_is_bit_identical_to_the_plain_frequencies(d: int, base: float) -> None:
+    v5 = {"rope_type": "default", "rope_theta": base}
+    for scaling in (None, {"rope_type": "default"}, v5):
+        inv_freq, factor = rope_scaled_frequencies(d, base, scaling)
+        assert torch.equal(inv_freq, rope_inverse_frequencies(d, base))
+        assert factor == 1.0
+        assert inv_freq.dtype == torch.float32
+
+
+def test_default_module_is_bit_identical_to_the_unscaled_cache() -> None:
+    # What RotaryEmbedding computed before rope_scaling existed: float32 angles p·θ_i.
+    x, positions = torch.randn(2, 3, 50, 16), torch.arange(50)
+    theta = rope_inverse_frequencies(16, 10000.0)
+    angles = torch.arange(50, dtype=torch.float32)[:, None] * theta
+    before = rotate_pairs(x, angles.cos(), angles.sin(), interleaved=False)
+    for module in (RotaryEmbedding(16), RotaryEmbedding(16, 10000.0, rope_scaling=None),
+                   RotaryEmbedding(16, rope_scaling={"rope_type": "default"})):
+        assert torch.equal(module(x, positions), before)
+
+
+def test_linear_divides_every_frequency() -> None:
+    inv_freq, factor = rope_scaled_frequencies(16, 10000.0, LINEAR)
+    assert torch.allclose(inv_freq.double(), theta64(16, 10000.0) / 4, rtol=2 * EPS32)
+    assert factor == 1.0
+
+
+def test_linear_position_kappa_q_is_plain_position_q() -> None:
+    x = torch.randn(1, 2, 8, 16, dtype=torch.float64)
+    q = torch.arange(8)
+    scaled = RotaryEmbedding(16, rope_scaling=LINEAR)(x, 4 * q)
+    plain = RotaryEmbedding(16)(x, q)
+    assert torch.allclose(scaled, plain, atol=1e-5)  # float32 angles, positions < 32
+
+
+def test_dynamic_is_unscaled_up_to_L0_and_stretches_the_slowest_pair_past_it() -> None:
+    d, base = 16, 10000.0
+    for seq_len in (None, 1, L0 // 2, L0):
+        inv_freq, _ = rope_scaled_frequencies(d, base, DYNAMIC, seq_len)
+        assert torch.equal(inv_freq, rope_inverse_frequencies(d, base))
+    for seq_len in (L0 + 1, 2 * L0, 16 * L0):
+        inv_freq, factor = rope_scaled_frequencies(d, base, DYNAMIC, seq_len)
+        stretch = 4.0 * seq_len / L0 - 3.0
+        assert factor == 1.0
+        assert inv_freq[0] == 1.0  # the fastest pair stays put
+        expected = theta64(d, base)[-1].item() / stretch
+        assert math.isclose(inv_freq[-1].item(), expected, rel_tol=4 * EPS32)
+        ntk_base = dynamic_ntk_base(base, d, 4.0, seq_len, L0)
+        assert torch.allclose(inv_freq.double(), theta64(d, ntk_base), rtol=2 * EPS32)
+
+
+def test_dynamic_module_returns_to_unscaled_after_a_long_input() -> None:
+    """The known bug: a base that grows for a long input and 'sticks' afterwards."""
+    plain, dynamic = RotaryEmbedding(16), RotaryEmbedding(16, rope_scaling=DYNAMIC)
+    x_short = torch.randn(1, 2, L0, 16)
+    x_long = torch.randn(1, 2, 4 * L0, 16)
+    first = dynamic(x_short, torch.arange(L0))
+    assert torch.equal(first, plain(x_short, torch.arange(L0)))
+    long = dynamic(x_long, torch.arange(4 * L0))
+    assert not torch.allclose(long, plain(x_long, torch.arange(4 * L0)), atol=1e-3)
+    assert torch.equal(dynamic(x_short, torch.arange(L0)), first)  # unscaled again
+    # A medium input after a long one gets its own length's frequencies.
+    x_mid = x_long[:, :, : 2 * L0]
+    fresh = RotaryEmbedding(16, rope_scaling=DYNAMIC)(x_mid, torch.arange(2 * L0))
+    assert torch.equal(dynamic(x_mid, torch.arange(2 * L0)), fresh)
+
+
+def test_yarn_keeps_fast_pairs_divides_slow_pairs_and_scales_q_and_k() -> None:
+    d, base, l0 = 64, 10000.0, 2048  # with L0 = 2048 all three regions occur
+    yarn = {**YARN, "original_max_position_embeddings": l0}
+    inv_freq, factor = rope_scaled_frequencies(d, base, yarn)
+    theta = theta64(d, base)
+    low = math.floor(yarn_correction_pair(32, d, base, l0))
+    high = math.ceil(yarn_correction_pair(1, d, base, l0))
+    assert 0 < low < high < d // 2
+    kept = inv_freq[: low + 1].double()
+    assert torch.allclose(kept, theta[: low + 1], rtol=2 * EPS32)
+    assert torch.allclose(inv_freq[high:].double(), theta[high:] / 4, rtol=2 * EPS32)
+    assert math.isclose(factor, 0.1 * math.log(4.0) + 1)
+    # Peng et al.: pair i completes L0/λ_i turns within L0; the ramp runs from
+    # beta_slow = 1 turn (interpolate) to beta_fast = 32 turns (keep).
+    turns = l0 * theta / (2 * math.pi)
+    assert (turns[: low + 1] >= 32).all() and (turns[high:] <= 1).all()
+    middle = inv_freq[low + 1 : high].double() / theta[low + 1 : high]
+    assert ((middle < 1) & (middle > 1 / 4)).all() and (middle.diff() < 0).all()
+    x = torch.randn(1, 1, 10, d)
+    out = RotaryEmbedding(d, rope_scaling=yarn)(x, torch.arange(10))
+    assert torch.allclose(out.norm(dim=-1), factor * x.norm(dim=-1), rtol=1e-5)
+
+
+def test_yarn_attention_factor_given_or_from_mscale() -> None:
+    given = {**YARN, "attention_factor": 1.5}
+    assert rope_scaled_frequencies(16, 10000.0, given)[1] == 1.5
+    deepseek = {**YARN, "mscale": 1.0, "mscale_all_dim": 1.0}
+    _, ratio = rope_scaled_frequencies(16, 10000.0, deepseek)
+    assert ratio == 1.0
+
+
+def test_llama3_bands() -> None:
+    d, base = 16, 10000.0
+    inv_freq, factor = rope_scaled_frequencies(d, base, LLAMA3)
+    theta = theta64(d, base)
+    wavelength = 2 * math.pi / theta
+    short, long = wavelength < L0 / 4, wavelength > L0 / 1
+    assert short.any() and long.any() and (~short & ~long).any()  # all three bands
+    assert torch.allclose(inv_freq[short].double(), theta[short], rtol=2 * EPS32)
+    assert torch.allclose(inv_freq[long].double(), theta[long] / 4, rtol=2 * EPS32)
+    middle = ~short & ~long
+    blended = inv_freq[middle].double()
+    between = (blended < theta[middle]) & (blended > theta[middle] / 4)
+    assert between.all() and factor == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    half=st.integers(2, 64),
+    log_base=st.floats(2.0, 14.0),
+    factor=st.floats(1.0, 64.0),
+    log_l0=st.integers(4, 15),
+    method=st.sampled_from(["linear", "dynamic", "yarn", "llama3"]),
+)
+def test_every_method_slows_pairs_by_at_most_its_stretch(
+    half: int, log_base: float, factor: float, log_l0: int, method: str
+) -> None:
+    """θ′_i never exceeds θ_i and never falls below θ_i divided by the stretch."""
+    d, base, l0 = 2 * half, math.exp(log_base), 2**log_l0
+    params = {"rope_type": method, "factor": factor,
+              "original_max_position_embeddings": l0,
+              "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    keep = {"linear": ("rope_type", "factor"), "llama3": tuple(params)}.get(
+        method, ("rope_type", "factor", "original_max_position_embeddings"))
+    params = {k: v for k, v in params.items() if k in keep}
+    seq_len = 3 * l0
+    inv_freq, _ = rope_scaled_frequencies(d, base, params, seq_len)
+    theta = rope_inverse_frequencies(d, base).double()
+    stretch = factor * seq_len / l0 - (factor - 1) if method == "dynamic" else factor
+    ratio = inv_freq.double() / theta
+    assert (ratio <= 1 + 4 * EPS32).all()
+    assert (ratio >= 1 / stretch - 4 * EPS32).all()
+
+
+def test_spellings_of_hugging_face_v4_and_v5() -> None:
+    v4_old = {"type": "linear", "factor": 2}
+    v5 = {"rope_type": "linear", "factor": 2.0, "rope_theta": 500000.0}
+    assert normalize_rope_scaling(v4_old) == {"rope_type": "linear", "factor": 2.0}
+    inv_v5, _ = rope_scaled_frequencies(32, None, v5)
+    linear = {"rope_type": "linear", "factor": 2}
+    inv_base, _ = rope_scaled_frequencies(32, 500000.0, linear)
+    assert torch.equal(inv_v5, inv_base)
+    assert RotaryEmbedding(32, rope_scaling=v5).base == 500000.0
+    assert RotaryEmbedding(32).base == 10000.0
+
+
+@pytest.mark.parametrize(
+    "scaling,message",
+    [
+        ({"rope_type": "ntk", "factor": 2.0}, "rope_type"),
+        ({"rope_type": "linear"}, "'factor'"),
+        ({"rope_type": "linear", "factor": 0.5}, "'factor'"),
+        ({"rope_type": "linear", "factor": "2"}, "'factor'"),
+        ({"rope_type": "dynamic", "factor": 2.0}, "original_max_position_embeddings"),
+        ({"rope_type": "yarn", "factor": 2.0}, "original_max_position_embeddings"),
+        ({**YARN, "original_max_position_embeddings": 0}, "original_max_position"),
+        ({**YARN, "beta_fast": 1, "beta_slow": 32}, "beta_slow"),
+        ({k: v for k, v in LLAMA3.items() if k != "low_freq_factor"}, "low_freq"),
+        ({**LLAMA3, "low_freq_factor": 4.0}, "low_freq_factor < high_freq_factor"),
+        ({**LINEAR, "factr": 2}, "factr"),
+        ({"type": "linear", "rope_type": "yarn", "factor": 2}, "type"),
+        ("linear", "dict"),
+    ],
+)
+def test_bad_scaling_names_the_key(scaling, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        rope_scaled_frequencies(16, 10000.0, scaling)
+    with pytest.raises(ValueError, match=message):
+        RotaryEmbedding(16, rope_scaling=scaling)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="head_dim"):
+        rope_scaled_frequencies(15, 10000.0, LINEAR)
+    with pytest.raises(ValueError, match="head_dim"):
+        rope_scaled_frequencies(2, 10000.0, DYNAMIC, 4 * L0)  # d/(d−2) needs d >= 4
+    with pytest.raises(ValueError, match="seq_len"):
+        rope_scaled_frequencies(16, 10000.0, DYNAMIC, 0)
+    with pytest.raises(ValueError, match="rope_theta"):
+        v5 = {"rope_type": "default", "rope_theta": 500000.0}
+        rope_scaled_frequencies(16, 10000.0, v5)
+    with pytest.raises(ValueError, match="base"):
+        rope_scaled_frequencies(16, -1.0, None)

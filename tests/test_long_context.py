@@ -1,0 +1,118 @@
+"""posenc_lib.long_context: methods, planning, result files, resuming, the command line.
+
+The model is a tiny random transformers Llama and the tokenizer a byte-level stand-in,
+so the whole pipeline runs in seconds; the real model is exercised by chapter 11.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import posenc_lib.long_context as lc
+from posenc_lib.long_context import METHODS, LongContextRun, method_scaling, plan
+
+transformers = pytest.importorskip(
+    "transformers", reason="transformers (test-only, pinned) is not installed"
+)
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+
+class ByteTokenizer:
+    """Tokenizer stand-in: one token per byte (the tiny model has 256 ids)."""
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict:
+        return {"input_ids": list(text.encode("utf-8"))}
+
+
+@pytest.fixture
+def fake_model(monkeypatch) -> dict:
+    calls = {"loads": 0}
+
+    def load(device="cpu", dtype=torch.float32):
+        calls["loads"] += 1
+        torch.manual_seed(0)
+        config = LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64,
+                             num_hidden_layers=2, num_attention_heads=2,
+                             num_key_value_heads=1, head_dim=16,
+                             max_position_embeddings=64,
+                             rope_parameters={"rope_type": "default",
+                                              "rope_theta": 1e4})
+        return LlamaForCausalLM(config).eval(), ByteTokenizer()
+
+    monkeypatch.setattr(lc, "load_pretrained", load)
+    return calls
+
+
+def test_method_scaling() -> None:
+    assert method_scaling("none", 2.0, 8192) is None
+    assert method_scaling("linear", 2.0, 8192) == {"rope_type": "linear", "factor": 2.0}
+    yarn = method_scaling("yarn", 4.0, 8192)
+    assert yarn["original_max_position_embeddings"] == 8192 and yarn["beta_fast"] == 32
+    assert method_scaling("llama3", 2.0, 8192)["high_freq_factor"] == 4.0
+    with pytest.raises(ValueError, match="method"):
+        method_scaling("ntk", 2.0, 8192)
+    with pytest.raises(ValueError, match="factor"):
+        method_scaling("linear", 0.5, 8192)
+
+
+def test_plan_defaults_the_factor_to_length_over_trained_context() -> None:
+    runs = plan(METHODS, 16384, 2048)
+    assert [r.method for r in runs] == list(METHODS)
+    assert {r.factor for r in runs} == {2.0}
+    assert {r.factor for r in plan(["yarn"], 4096, 512)} == {1.0}
+    assert plan(["yarn"], 32768, 2048)[0].factor == 4.0
+    assert runs[3].name == "yarn-16384"
+    with pytest.raises(ValueError, match="dtype"):
+        LongContextRun("none", 100, 10, 1.0, dtype="float8")
+
+
+def test_runs_write_files_resume_and_refuse_other_configs(tmp_path, fake_model) -> None:
+    runs = plan(["none", "yarn"], 200, 64, factor=2.0)
+    results = lc.run_long_context(runs, tmp_path, device="cpu", progress=True)  # stderr
+    names = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert names == ["none-200.json", "yarn-200.json"]
+    first = results[0]
+    assert [b["first_position"] for b in first["blocks"]] == [0, 64, 128, 192]
+    assert first["blocks"][-1]["last_position"] == 198 and first["predictions"] == 199
+    assert first["provenance"]["device"] == "cpu" and first["rope_scaling"] is None
+    # one provenance for the whole invocation, taken when it started
+    started = {r["provenance"]["date_utc"] for r in results}
+    assert len(started) == 1 and all("finished_utc" in r["provenance"] for r in results)
+    assert results[1]["rope_scaling"]["rope_type"] == "yarn"
+    assert fake_model["loads"] == 1
+
+    quiet = lc.run_long_context(plan(["none"], 200, 64, factor=2.0), tmp_path / "quiet",
+                                progress=False)
+    assert quiet[0]["blocks"] == first["blocks"]  # progress hooks change nothing
+    again = lc.run_long_context(runs, tmp_path, device="cpu", progress=False)
+    assert fake_model["loads"] == 2 and again == results  # nothing left: no third load
+    assert lc.load_long_context_results(tmp_path) == results
+
+    with pytest.raises(FileExistsError, match="different configuration"):
+        lc.run_long_context(plan(["none"], 200, 64, factor=3.0), tmp_path, device="cpu",
+                            progress=False)
+
+
+def test_causal_prefix_gives_the_same_first_blocks(tmp_path, fake_model) -> None:
+    """The first blocks of a long run equal a shorter run (causal; not dynamic)."""
+    long = lc.run_long_context(plan(["linear"], 256, 64, factor=2.0), tmp_path / "a",
+                               progress=False)[0]
+    short = lc.run_long_context(plan(["linear"], 128, 64, factor=2.0), tmp_path / "b",
+                                progress=False)[0]
+    for b_long, b_short in zip(long["blocks"][:1], short["blocks"][:1]):
+        assert b_long["nll"] == pytest.approx(b_short["nll"], rel=1e-5)
+
+
+def test_command_line(tmp_path, fake_model, capsys) -> None:
+    out = tmp_path / "cli"
+    argv = ["run", "--tokens", "150", "--block", "50", "--methods", "none", "dynamic",
+            "--factor", "2", "--out", str(out), "--no-progress", "--device", "cpu"]
+    assert lc.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "dynamic" in printed and "0-49" in printed
+    assert lc.main(["table", "--out", str(out)]) == 0
+    stored = json.loads((out / "dynamic-150.json").read_text())
+    assert stored["run"]["factor"] == 2.0 and stored["format"] == lc.RESULT_FORMAT
