@@ -51,8 +51,18 @@ def test_result_records_provenance(tmp_path) -> None:
     assert prov["date_utc"].endswith("+00:00")
     timing = result["timing"]
     assert timing["model_was_cached"] is False and timing["dtype"] == "float32"
-    for key in ("train_wall_s", "train_tokens_per_second", "eval_wall_s", "eval_tokens_per_second", "peak_memory_bytes"):
-        assert timing[key] > 0, key
+    # Wall times and memory are recorded, never asserted on (issue 14): check the record's
+    # shape and the relations that hold whatever the clock and the allocator read.
+    for key in ("train_wall_s", "train_tokens_per_second", "eval_wall_s"):
+        assert isinstance(timing[key], float), key
+    config = result["train_config"]
+    trained = config["steps"] * config["batch_size"] * config["seq_len"]
+    assert timing["train_tokens_per_second"] * timing["train_wall_s"] == pytest.approx(trained)
+    scored = sum(e["tokens_scored"] for e in result["evaluations"])
+    assert timing["eval_tokens_scored"] == scored
+    assert timing["eval_tokens_per_second"] * timing["eval_wall_s"] == pytest.approx(scored)
+    assert timing["peak_memory_kind"] == "process peak RSS so far"  # on a CPU
+    assert isinstance(timing["peak_memory_bytes"], int)
     assert result["run"] == RunSpec(TINY, "alibi", 0, 32).to_dict()
     assert result["train_config"]["model"]["position"] == "alibi"
     assert {(e["protocol"], e["eval_length"]) for e in result["evaluations"]} == {(p, L) for p in ("nonoverlapping", "sliding") for L in (32, 64)}
