@@ -419,37 +419,47 @@ def format_table(summary: dict[str, dict[str, dict[int, tuple[float, float, int]
 
 
 
-# --- Seed statistics as tables: per-run ratios, their spread, a DataFrame view of summarize() ---
+# --- Seed statistics as tables: per-run ratios, their spread, summarize() as a table
 
 FRAME_COLUMNS: tuple[str, ...] = (
-    "scheme", "seed", "train_length", "protocol", "eval_length", "multiple", "perplexity",
-    "bits_per_byte", "ratio",
+    "scheme",
+    "seed",
+    "train_length",
+    "protocol",
+    "eval_length",
+    "multiple",
+    "perplexity",
+    "bits_per_byte",
+    "ratio",
 )
 """Columns of :func:`results_frame`, in order."""
 
 
 def results_frame(results: Iterable[dict]) -> pd.DataFrame:
-    """Every evaluation of every run as one row, with its ratio to the same run at L_train.
+    """Every evaluation of every run as one row, with its ratio to the run at L_train.
 
-    The ratio PPL(L) / PPL(L_train) is taken *within* one run (one trained model, one protocol)
-    before any averaging over seeds, so it measures how the model's perplexity changes with L,
-    free of the seed-to-seed differences in its level (Press et al. 2022 compare shapes the
-    same way, Table 2).
+    The ratio PPL(L) / PPL(L_train) is taken *within* one run (one trained model, one
+    protocol) before any averaging over seeds, so it measures how the model's perplexity
+    changes with L, free of the seed-to-seed differences in its level (Press et al. 2022
+    compare shapes the same way, Table 2).
 
     Args:
-        results: result records of :func:`run_one` (or read back by :func:`load_results`).
+        results: result records of :func:`run_one` (or read back by
+            :func:`load_results`).
 
     Returns:
         A DataFrame with the columns of :data:`FRAME_COLUMNS`: ``scheme`` (a name of
-        :data:`~posenc_lib.model.SCHEMES`), ``seed``, ``train_length`` and ``eval_length``
-        (L_train and L, bytes), ``protocol``, ``multiple`` (L / L_train, a float), ``perplexity``
-        (no unit), ``bits_per_byte`` and ``ratio`` (no unit; 1.0 at L_train). Rows are sorted
-        by protocol, the book's scheme order, seed and L. Evaluations a model cannot make (a
-        learned table shorter than L) are left out.
+        :data:`~posenc_lib.model.SCHEMES`), ``seed``, ``train_length`` and
+        ``eval_length`` (L_train and L, bytes), ``protocol``, ``multiple`` (L / L_train,
+        a float), ``perplexity`` (no unit), ``bits_per_byte`` and ``ratio`` (no unit;
+        1.0 at L_train). Rows are sorted by protocol, the book's scheme order, seed and
+        L. Evaluations a model cannot make (a learned table shorter than L) are left
+        out.
 
     Raises:
-        ValueError: if a run has an evaluation past L_train but none at L_train under the same
-            protocol (there is nothing to divide by), or if ``results`` is empty.
+        ValueError: if a run has an evaluation past L_train but none at L_train under
+            the same protocol (there is nothing to divide by), or if ``results`` is
+            empty.
     """
     rows = []
     for result in results:
@@ -467,8 +477,19 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
                 )
             base = by_length[train_length]["perplexity"]
             for L, e in by_length.items():
-                rows.append((run["scheme"], run["seed"], train_length, protocol, L, L / train_length,
-                             e["perplexity"], e["bits_per_byte"], e["perplexity"] / base))
+                rows.append(
+                    (
+                        run["scheme"],
+                        run["seed"],
+                        train_length,
+                        protocol,
+                        L,
+                        L / train_length,
+                        e["perplexity"],
+                        e["bits_per_byte"],
+                        e["perplexity"] / base,
+                    )
+                )
     if not rows:
         raise ValueError("results_frame needs at least one result with an evaluation")
     frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
@@ -476,8 +497,11 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
     protocol_order = {p: i for i, p in enumerate(PROTOCOLS)}
     frame = frame.sort_values(
         ["protocol", "scheme", "seed", "eval_length"],
-        key=lambda col: col.map(order) if col.name == "scheme"
-        else col.map(protocol_order) if col.name == "protocol" else col,
+        key=lambda col: (
+            col.map(order)
+            if col.name == "scheme"
+            else col.map(protocol_order) if col.name == "protocol" else col
+        ),
     )
     return frame.reset_index(drop=True)
 
@@ -485,18 +509,20 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
 def ratio_spread(results: Iterable[dict]) -> pd.DataFrame:
     """Spread over seeds of each run's ratio PPL(L) / PPL(L_train), per protocol and L.
 
-    Seed-to-seed differences in a scheme's *level* of perplexity mostly cancel in the ratio,
-    because both of its terms come from the same model; so a ratio can be far from 1 compared
-    with its own spread even where the levels of two seeds differ by more than that distance.
+    Seed-to-seed differences in a scheme's *level* of perplexity mostly cancel in the
+    ratio, because both of its terms come from the same model; so a ratio can be far
+    from 1 compared with its own spread even where the levels of two seeds differ by
+    more than that distance.
 
     Args:
         results: result records (several seeds of the same schemes).
 
     Returns:
-        A DataFrame indexed by (``protocol``, ``scheme``, ``multiple`` = L / L_train > 1)
-        with columns ``mean``, ``std`` (sample standard deviation, n − 1; NaN for one seed),
-        ``min``, ``max`` of the per-seed ratio, and ``n`` (seeds). Schemes without an
-        evaluation past L_train (the learned table) have no rows.
+        A DataFrame indexed by (``protocol``, ``scheme``, ``multiple``), where
+        ``multiple`` = L / L_train > 1, with columns ``mean``, ``std`` (sample standard
+        deviation, n − 1; NaN for one seed), ``min``, ``max`` of the per-seed ratio,
+        and ``n`` (seeds). Schemes without an evaluation past L_train (the learned
+        table) have no rows.
 
     Raises:
         ValueError: as :func:`results_frame`.
@@ -504,7 +530,9 @@ def ratio_spread(results: Iterable[dict]) -> pd.DataFrame:
     frame = results_frame(results)
     past = frame[frame["multiple"] > 1]
     grouped = past.groupby(["protocol", "scheme", "multiple"], sort=False)["ratio"]
-    return grouped.agg(["mean", "std", "min", "max", "count"]).rename(columns={"count": "n"})
+    return grouped.agg(["mean", "std", "min", "max", "count"]).rename(
+        columns={"count": "n"}
+    )
 
 
 def summary_table(
@@ -514,30 +542,35 @@ def summary_table(
     value: str = "perplexity",
     digits: int = 2,
 ) -> pd.DataFrame:
-    """A DataFrame view of :func:`summarize` for display: schemes × lengths, ``"mean ± std"``.
+    """:func:`summarize` as a DataFrame for display: schemes × lengths, "mean ± std".
 
     Args:
         results: result records.
         protocol: ``"nonoverlapping"`` or ``"sliding"`` (:data:`PROTOCOLS`).
         value: ``"perplexity"``: mean ± std over seeds of the perplexity at each L (the
-            numbers of :func:`summarize`), one column per L in bytes; or ``"ratio"``: mean ±
-            std over seeds of each run's PPL(L) / PPL(L_train) (the numbers of
+            numbers of :func:`summarize`), one column per L in bytes; or ``"ratio"``:
+            mean ± std over seeds of each run's PPL(L) / PPL(L_train) (the numbers of
             :func:`ratio_spread`), one column per multiple L / L_train > 1.
         digits: decimals shown.
 
     Returns:
         A DataFrame of strings indexed by the schemes' display names
-        (:func:`~posenc_lib.plotting.scheme_label`); "—" where a model has no value (the
-        learned table past L_train). A ``"ratio"`` table leaves out schemes with no value
-        past L_train. The std shows as 0 for a single seed.
+        (:func:`~posenc_lib.plotting.scheme_label`); "—" where a model has no value
+        (the learned table past L_train). A ``"ratio"`` table leaves out schemes with no
+        value past L_train. The std shows as 0 for a single seed.
 
     Raises:
-        ValueError: for an unknown ``protocol`` or ``value``, or as :func:`results_frame`.
+        ValueError: for an unknown ``protocol`` or ``value``, or as
+            :func:`results_frame`.
     """
-    from posenc_lib.plotting import scheme_label  # plotting imports matplotlib: only here
+    from posenc_lib.plotting import (
+        scheme_label,
+    )  # plotting imports matplotlib: only here
 
     if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {PROTOCOLS}, got protocol={protocol!r}")
+        raise ValueError(
+            f"protocol must be one of {PROTOCOLS}, got protocol={protocol!r}"
+        )
     if value not in ("perplexity", "ratio"):
         raise ValueError(f"value must be 'perplexity' or 'ratio', got value={value!r}")
     frame = results_frame(results)

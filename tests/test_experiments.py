@@ -172,6 +172,144 @@ def test_command_line_table(tmp_path, capsys) -> None:
         load_results(tmp_path / "missing")
 
 
+# --- per-run ratios and their spread over seeds (results_frame, ratio_spread, summary_table) ---
+
+
+def _fake_run(
+    scheme: str,
+    seed: int,
+    curves: dict[str, dict[int, float | None]],
+    train_length: int = 128,
+) -> dict:
+    """A result record with the fields the seed statistics read; None = skipped evaluation."""
+    evaluations = [
+        {
+            "protocol": protocol,
+            "eval_length": L,
+            "perplexity": p,
+            "bits_per_byte": None if p is None else math.log2(p),
+        }
+        for protocol, curve in curves.items()
+        for L, p in curve.items()
+    ]
+    return {
+        "name": f"{scheme}-Ltrain{train_length}-seed{seed}",
+        "run": {"scheme": scheme, "seed": seed, "train_length": train_length},
+        "evaluations": evaluations,
+    }
+
+
+def test_results_frame_divides_within_each_run() -> None:
+    runs = [
+        _fake_run(
+            "alibi",
+            0,
+            {"sliding": {128: 8.0, 256: 8.08}, "nonoverlapping": {128: 8.0, 256: 7.92}},
+        ),
+        _fake_run("learned", 0, {"nonoverlapping": {128: 9.0, 256: None}}),
+        _fake_run("rope", 1, {"nonoverlapping": {256: 14.0, 128: 7.0}}),
+    ]
+    frame = experiments.results_frame(runs)
+    assert tuple(frame.columns) == experiments.FRAME_COLUMNS
+    # protocols in PROTOCOLS order, schemes in the book's order, then seed and L
+    assert list(zip(frame.protocol, frame.scheme, frame.eval_length)) == [
+        ("nonoverlapping", "learned", 128),
+        ("nonoverlapping", "rope", 128),
+        ("nonoverlapping", "rope", 256),
+        ("nonoverlapping", "alibi", 128),
+        ("nonoverlapping", "alibi", 256),
+        ("sliding", "alibi", 128),
+        ("sliding", "alibi", 256),
+    ]
+    rope = frame[(frame.scheme == "rope") & (frame.eval_length == 256)].iloc[0]
+    assert (
+        rope.ratio == pytest.approx(2.0)
+        and rope.multiple == 2.0
+        and rope.bits_per_byte == pytest.approx(math.log2(14.0))
+    )
+    alibi = (
+        frame[(frame.scheme == "alibi") & (frame.eval_length == 256)]
+        .set_index("protocol")
+        .ratio
+    )
+    assert alibi["nonoverlapping"] == pytest.approx(0.99) and alibi[
+        "sliding"
+    ] == pytest.approx(1.01)
+    assert (frame[frame.multiple == 1].ratio == 1.0).all()
+
+
+def test_results_frame_refuses_a_ratio_without_its_base() -> None:
+    with pytest.raises(ValueError, match="no sliding evaluation at L_train=128"):
+        experiments.results_frame([_fake_run("rope", 0, {"sliding": {256: 9.0}})])
+    with pytest.raises(ValueError, match="at least one result"):
+        experiments.results_frame([])
+
+
+def test_ratio_spread_is_over_per_seed_ratios_not_over_levels() -> None:
+    # The level varies a lot between seeds (8, 10, 12) but every seed loses exactly 1 %:
+    # the ratio's spread is zero while the level's is large.
+    levels = [8.0, 10.0, 12.0]
+    runs = [
+        _fake_run(
+            "alibi", s, {"nonoverlapping": {128: p, 256: 0.99 * p, 512: 0.98 * p}}
+        )
+        for s, p in enumerate(levels)
+    ]
+    runs.append(_fake_run("learned", 0, {"nonoverlapping": {128: 9.0, 256: None}}))
+    spread = experiments.ratio_spread(runs)
+    assert list(spread.index) == [
+        ("nonoverlapping", "alibi", 2.0),
+        ("nonoverlapping", "alibi", 4.0),
+    ]  # no learned, no k = 1
+    row = spread.loc[("nonoverlapping", "alibi", 2.0)]
+    assert row["mean"] == pytest.approx(0.99) and row["std"] == pytest.approx(
+        0.0, abs=1e-12
+    )
+    assert (
+        row["min"] == pytest.approx(0.99)
+        and row["max"] == pytest.approx(0.99)
+        and row["n"] == 3
+    )
+    assert statistics.stdev(levels) == 2.0  # ... while the level's std over seeds is 2
+    # a ratio that does vary: sample standard deviation (n - 1)
+    ratios = [1.1, 1.3, 1.8]
+    varied = [
+        _fake_run("rope", s, {"sliding": {128: 5.0, 256: 5.0 * r}})
+        for s, r in enumerate(ratios)
+    ]
+    row = experiments.ratio_spread(varied).loc[("sliding", "rope", 2.0)]
+    assert row["std"] == pytest.approx(statistics.stdev(ratios)) and row[
+        "mean"
+    ] == pytest.approx(statistics.fmean(ratios))
+
+
+def test_summary_table_shows_summarize_with_display_names() -> None:
+    runs = [
+        _fake_run("rope", s, {"nonoverlapping": {128: p, 256: 2 * p}})
+        for s, p in enumerate([3.0, 4.0, 8.0])
+    ]
+    runs.append(_fake_run("learned", 0, {"nonoverlapping": {128: 9.0, 256: None}}))
+    table = experiments.summary_table(runs, "nonoverlapping")
+    mean, std, _ = summarize(runs)["nonoverlapping"]["rope"][256]
+    assert table.loc["RoPE", 256] == f"{mean:.2f} ± {std:.2f}" == "10.00 ± 5.29"
+    assert (
+        list(table.index) == ["Learned", "RoPE"] and table.columns.name == "L (bytes)"
+    )
+    assert (
+        table.loc["Learned", 128] == "9.00 ± 0.00" and table.loc["Learned", 256] == "—"
+    )
+    ratios = experiments.summary_table(runs, "nonoverlapping", value="ratio", digits=3)
+    assert (
+        list(ratios.index) == ["RoPE"]
+        and list(ratios.columns) == [2]
+        and ratios.loc["RoPE", 2] == "2.000 ± 0.000"
+    )
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        experiments.summary_table(runs, "overlapping")
+    with pytest.raises(ValueError, match="value must be"):
+        experiments.summary_table(runs, "sliding", value="nll")
+
+
 def test_shards_together_run_every_run_exactly_once(tmp_path, monkeypatch) -> None:
     """N workers with --shard 1/N … N/N into one folder: each run once, none twice."""
     calls: list[str] = []
@@ -208,78 +346,3 @@ def test_shard_argument_is_checked(capsys) -> None:
         assert "K/N" in capsys.readouterr().err
     with pytest.raises(ValueError, match="shard"):
         experiments.shard_runs(plan_sweep(TINY), 3, 2)
-
-
-# --- per-run ratios and their spread over seeds (results_frame, ratio_spread, summary_table) ---
-
-
-def _fake_run(scheme: str, seed: int, curves: dict[str, dict[int, float | None]], train_length: int = 128) -> dict:
-    """A result record with the fields the seed statistics read; None = skipped evaluation."""
-    evaluations = [
-        {"protocol": protocol, "eval_length": L, "perplexity": p, "bits_per_byte": None if p is None else math.log2(p)}
-        for protocol, curve in curves.items()
-        for L, p in curve.items()
-    ]
-    return {"name": f"{scheme}-Ltrain{train_length}-seed{seed}", "run": {"scheme": scheme, "seed": seed, "train_length": train_length}, "evaluations": evaluations}
-
-
-def test_results_frame_divides_within_each_run() -> None:
-    runs = [
-        _fake_run("alibi", 0, {"sliding": {128: 8.0, 256: 8.08}, "nonoverlapping": {128: 8.0, 256: 7.92}}),
-        _fake_run("learned", 0, {"nonoverlapping": {128: 9.0, 256: None}}),
-        _fake_run("rope", 1, {"nonoverlapping": {256: 14.0, 128: 7.0}}),
-    ]
-    frame = experiments.results_frame(runs)
-    assert tuple(frame.columns) == experiments.FRAME_COLUMNS
-    # protocols in PROTOCOLS order, schemes in the book's order, then seed and L
-    assert list(zip(frame.protocol, frame.scheme, frame.eval_length)) == [
-        ("nonoverlapping", "learned", 128), ("nonoverlapping", "rope", 128), ("nonoverlapping", "rope", 256),
-        ("nonoverlapping", "alibi", 128), ("nonoverlapping", "alibi", 256), ("sliding", "alibi", 128), ("sliding", "alibi", 256),
-    ]
-    rope = frame[(frame.scheme == "rope") & (frame.eval_length == 256)].iloc[0]
-    assert rope.ratio == pytest.approx(2.0) and rope.multiple == 2.0 and rope.bits_per_byte == pytest.approx(math.log2(14.0))
-    alibi = frame[(frame.scheme == "alibi") & (frame.eval_length == 256)].set_index("protocol").ratio
-    assert alibi["nonoverlapping"] == pytest.approx(0.99) and alibi["sliding"] == pytest.approx(1.01)
-    assert (frame[frame.multiple == 1].ratio == 1.0).all()
-
-
-def test_results_frame_refuses_a_ratio_without_its_base() -> None:
-    with pytest.raises(ValueError, match="no sliding evaluation at L_train=128"):
-        experiments.results_frame([_fake_run("rope", 0, {"sliding": {256: 9.0}})])
-    with pytest.raises(ValueError, match="at least one result"):
-        experiments.results_frame([])
-
-
-def test_ratio_spread_is_over_per_seed_ratios_not_over_levels() -> None:
-    # The level varies a lot between seeds (8, 10, 12) but every seed loses exactly 1 %:
-    # the ratio's spread is zero while the level's is large.
-    levels = [8.0, 10.0, 12.0]
-    runs = [_fake_run("alibi", s, {"nonoverlapping": {128: p, 256: 0.99 * p, 512: 0.98 * p}}) for s, p in enumerate(levels)]
-    runs.append(_fake_run("learned", 0, {"nonoverlapping": {128: 9.0, 256: None}}))
-    spread = experiments.ratio_spread(runs)
-    assert list(spread.index) == [("nonoverlapping", "alibi", 2.0), ("nonoverlapping", "alibi", 4.0)]  # no learned, no k = 1
-    row = spread.loc[("nonoverlapping", "alibi", 2.0)]
-    assert row["mean"] == pytest.approx(0.99) and row["std"] == pytest.approx(0.0, abs=1e-12)
-    assert row["min"] == pytest.approx(0.99) and row["max"] == pytest.approx(0.99) and row["n"] == 3
-    assert statistics.stdev(levels) == 2.0  # ... while the level's std over seeds is 2
-    # a ratio that does vary: sample standard deviation (n - 1)
-    ratios = [1.1, 1.3, 1.8]
-    varied = [_fake_run("rope", s, {"sliding": {128: 5.0, 256: 5.0 * r}}) for s, r in enumerate(ratios)]
-    row = experiments.ratio_spread(varied).loc[("sliding", "rope", 2.0)]
-    assert row["std"] == pytest.approx(statistics.stdev(ratios)) and row["mean"] == pytest.approx(statistics.fmean(ratios))
-
-
-def test_summary_table_shows_summarize_with_display_names() -> None:
-    runs = [_fake_run("rope", s, {"nonoverlapping": {128: p, 256: 2 * p}}) for s, p in enumerate([3.0, 4.0, 8.0])]
-    runs.append(_fake_run("learned", 0, {"nonoverlapping": {128: 9.0, 256: None}}))
-    table = experiments.summary_table(runs, "nonoverlapping")
-    mean, std, _ = summarize(runs)["nonoverlapping"]["rope"][256]
-    assert table.loc["RoPE", 256] == f"{mean:.2f} ± {std:.2f}" == "10.00 ± 5.29"
-    assert list(table.index) == ["Learned", "RoPE"] and table.columns.name == "L (bytes)"
-    assert table.loc["Learned", 128] == "9.00 ± 0.00" and table.loc["Learned", 256] == "—"
-    ratios = experiments.summary_table(runs, "nonoverlapping", value="ratio", digits=3)
-    assert list(ratios.index) == ["RoPE"] and list(ratios.columns) == [2] and ratios.loc["RoPE", 2] == "2.000 ± 0.000"
-    with pytest.raises(ValueError, match="protocol must be one of"):
-        experiments.summary_table(runs, "overlapping")
-    with pytest.raises(ValueError, match="value must be"):
-        experiments.summary_table(runs, "sliding", value="nll")
