@@ -506,9 +506,9 @@ def test_a_wheel_carries_the_corpora_and_the_stored_results(tmp_path: Path) -> N
     stored = {
         n for n in names if n.startswith("posenc_lib/results/") and n.endswith(".json")
     }
-    expected = {
-        f"posenc_lib/results/{p.parent.name}/{p.name}"
-        for p in (ROOT / "results").glob("*/*.json")
+    expected = {  # results/NAME/*.json and results/NAME/RUN/*.json (the pretrained runs)
+        f"posenc_lib/results/{p.relative_to(ROOT / 'results').as_posix()}"
+        for p in (ROOT / "results").rglob("*.json")
     }
     assert (
         expected and stored == expected
