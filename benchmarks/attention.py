@@ -23,7 +23,6 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from benchmarks.common import timing_columns
 from posenc_lib.alibi_attention import alibi_attention
@@ -37,6 +36,7 @@ from posenc_lib.benchmark import (
 )
 from posenc_lib.encodings import RotaryEmbedding, alibi_bias
 from posenc_lib.model import ModelConfig, TransformerLM
+from posenc_lib.progress import progress_bar
 
 LENGTHS = (256, 512, 1024, 2048, 4096)
 
@@ -148,7 +148,7 @@ def run(
         ),
     }
     rows = []
-    for length in tqdm(lengths, desc="attention", disable=not progress):
+    for length in progress_bar(lengths, desc="attention", enabled=progress):
         generator = torch.Generator().manual_seed(length)
         q, k, v = (
             torch.randn(1, heads, length, head_dim, generator=generator).to(device)

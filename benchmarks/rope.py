@@ -15,7 +15,6 @@ import gc
 from collections.abc import Callable
 
 import torch
-from tqdm import tqdm
 
 from benchmarks.common import DTYPES, timing_columns
 from posenc_lib.benchmark import (
@@ -26,6 +25,7 @@ from posenc_lib.benchmark import (
     rope_rotate_half_naive,
 )
 from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope, rotate_pairs
+from posenc_lib.progress import progress_bar
 
 SHAPES = {
     "large": (1, 32, 4096, 128),  # one layer of a 7B-class model at 4096 positions
@@ -146,7 +146,7 @@ def run(
         "bytes_model": "read x, write result, read cos and sin [seq, d/2] float32",
     }
     rows = []
-    for name, shape, dtype_name in tqdm(cases, desc="rope", disable=not progress):
+    for name, shape, dtype_name in progress_bar(cases, desc="rope", enabled=progress):
         dtype = DTYPES[dtype_name]
         x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(
             device, dtype

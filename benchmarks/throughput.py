@@ -19,12 +19,12 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from benchmarks.common import timing_columns
 import posenc_lib.attention as attention_module
 from posenc_lib.benchmark import compare
 from posenc_lib.model import SCHEMES, TransformerLM
+from posenc_lib.progress import progress_bar
 from posenc_lib.scales import get_scale
 
 
@@ -111,7 +111,7 @@ def run(
         "learned_max_positions": eval_length,
     }
     rows = []
-    for mode in tqdm(("train", "eval"), desc="throughput", disable=not progress):
+    for mode in progress_bar(("train", "eval"), desc="throughput", enabled=progress):
         variants = {}
         for scheme in SCHEMES:
             model = _model(scheme, scale_name, eval_length, device)

@@ -55,7 +55,6 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 import posenc_lib
 from posenc_lib.cache import cached_model_path, train_cached
@@ -64,6 +63,7 @@ from posenc_lib.device import device_name, pick_device
 from posenc_lib.evaluate import evaluate_perplexity
 from posenc_lib.files import write_atomic
 from posenc_lib.model import SCHEMES
+from posenc_lib.progress import progress_bar
 from posenc_lib.scales import Scale, get_scale
 from posenc_lib.train import TrainConfig, train
 
@@ -253,7 +253,7 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
     evaluations = []
     start = time.perf_counter()
     plan = spec.eval_plan()
-    for protocol, L, stride in tqdm(plan, desc=f"eval {spec.name}", disable=not progress, leave=False, mininterval=1.0):
+    for protocol, L, stride in progress_bar(plan, desc=f"eval {spec.name}", enabled=progress, leave=False):
         if model.max_length is not None and L > model.max_length:
             # A learned table has no row past L_train: there is no perplexity to report.
             evaluations.append({"protocol": protocol, "eval_length": L, "stride": stride, "nll": None, "perplexity": None,
@@ -334,7 +334,7 @@ def run_sweep(
             results[spec.name] = stored
         else:
             todo.append(spec)
-    bar = tqdm(todo, desc=f"runs ({len(runs) - len(todo)} of {len(runs)} already done)", disable=not progress, mininterval=1.0)
+    bar = progress_bar(todo, desc=f"runs ({len(runs) - len(todo)} of {len(runs)} already done)", enabled=progress)
     for spec in bar:
         bar.set_postfix(run=spec.name)
         result = run_one(spec, device, use_cache=use_cache, progress=progress)

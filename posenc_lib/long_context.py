@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
+from tqdm import tqdm  # the type of a bar
 
 from posenc_lib.data import read_austen_book
 from posenc_lib.device import pick_device
@@ -52,6 +52,7 @@ from posenc_lib.pretrained import (
     token_nll,
     use_posenc_rope,
 )
+from posenc_lib.progress import progress_bar
 
 METHODS: tuple[str, ...] = ("none", "linear", "dynamic", "yarn", "llama3")
 """The methods, in the book's order (``none`` is plain RoPE)."""
@@ -166,8 +167,7 @@ def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     use_posenc_rope(model, run.rope_scaling)
-    bar = tqdm(total=len(model.model.layers), desc=f"{run.name}: layers",
-               disable=not progress, mininterval=1.0)
+    bar = progress_bar(desc=f"{run.name}: layers", total=len(model.model.layers), enabled=progress)
     hooks = _layer_progress(model, bar)
     start = time.perf_counter()
     try:
@@ -237,8 +237,7 @@ def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
         text = read_austen_book(todo[0].book).decode("utf-8")
         tokens = text_tokens(tokenizer, text, todo[0].num_tokens)
         done = f"{len(runs) - len(todo)} of {len(runs)} already done"
-        bar = tqdm(todo, desc=f"methods ({done})", disable=not progress,
-                   mininterval=1.0)
+        bar = progress_bar(todo, desc=f"methods ({done})", enabled=progress)
         for run in bar:
             result = run_method(run, model, tokens, progress=progress, started=started)
             result["timing"]["model_load_wall_s"] = load_wall

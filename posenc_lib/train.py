@@ -8,10 +8,9 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
-
 from posenc_lib.data import load_corpus, sample_batch
 from posenc_lib.model import ModelConfig, TransformerLM
+from posenc_lib.progress import progress_bar
 
 
 @dataclass(frozen=True)
@@ -132,10 +131,32 @@ def _optimizer(model: TransformerLM, config: TrainConfig) -> torch.optim.Optimiz
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95))
 
 
+def _training_step(model: TransformerLM, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
+                   targets: torch.Tensor, lr: float, grad_clip: float, use_autocast: bool) -> float:
+    """One optimiser step on a batch; shared by :func:`train` and :func:`fine_tune`.
+
+    ``inputs`` and ``targets`` are ``[batch, seq]`` int64 byte ids on the model's device
+    (targets are inputs shifted by one). Sets every group's learning rate to ``lr``,
+    clips the gradient's global norm to ``grad_clip``, runs the forward pass in bfloat16
+    autocast if ``use_autocast``. Returns the batch's mean loss in nats per byte.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with torch.autocast(inputs.device.type, dtype=torch.bfloat16, enabled=use_autocast):
+        logits = model(inputs)  # [batch, seq, vocab]
+    loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())  # in float32 even under autocast
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
 def train(config: TrainConfig, device: torch.device | str = "cpu", *, progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
     """Train a fresh model from ``config``; deterministic for a given seed and device.
 
-    Shows a tqdm bar (to stderr) unless ``progress=False``.
+    Shows a progress bar (to stderr; :func:`~posenc_lib.progress.progress_bar`) unless
+    ``progress=False``.
 
     Returns:
         ``(model, record)``; the model is in eval mode on ``device``.
@@ -150,22 +171,13 @@ def train(config: TrainConfig, device: torch.device | str = "cpu", *, progress: 
     losses: list[float] = []
     model.train()
     start = time.perf_counter()
-    bar = tqdm(range(config.steps), desc=f"train {config.model.position}", disable=not progress, mininterval=1.0)
+    bar = progress_bar(range(config.steps), desc=f"train {config.model.position}", enabled=progress)
     for step in bar:
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, config)
         inputs, targets = sample_batch(tokens, config.batch_size, config.seq_len, generator)
-        inputs, targets = inputs.to(device), targets.to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
-            logits = model(inputs)  # (B, T, V)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        losses.append(loss.item())
+        losses.append(_training_step(model, optimizer, inputs.to(device), targets.to(device),
+                                     learning_rate(step, config), config.grad_clip, use_autocast))
         if step % 20 == 0:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)  # shown at the next timed refresh: at most one line a second
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)  # shown at the bar's next redraw
     wall = time.perf_counter() - start
     model.eval()
     record = TrainRecord(
@@ -268,22 +280,11 @@ def fine_tune(
     tuned.train()
     start = time.perf_counter()
     method = (config.rope_scaling or {}).get("rope_type", "default")
-    bar = tqdm(range(config.steps), desc=f"fine-tune {method} at {config.seq_len}",
-               disable=not progress, mininterval=1.0)
+    bar = progress_bar(range(config.steps), desc=f"fine-tune {method} at {config.seq_len}", enabled=progress)
     for step in bar:
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, config)  # type: ignore[arg-type]
-        batch = sample_batch(tokens, config.batch_size, config.seq_len, generator)
-        inputs, targets = batch
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
-            logits = tuned(inputs.to(device))  # (B, T, V)
-        targets = targets.to(device).flatten()
-        loss = F.cross_entropy(logits.float().flatten(0, 1), targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(tuned.parameters(), config.grad_clip)
-        optimizer.step()
-        losses.append(loss.item())
+        inputs, targets = sample_batch(tokens, config.batch_size, config.seq_len, generator)
+        losses.append(_training_step(tuned, optimizer, inputs.to(device), targets.to(device),
+                                     learning_rate(step, config), config.grad_clip, use_autocast))  # type: ignore[arg-type]
     wall = time.perf_counter() - start
     tuned.eval()
     record = TrainRecord(
