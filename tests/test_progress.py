@@ -14,8 +14,8 @@ import pytest
 
 from posenc_lib import progress
 from posenc_lib.progress import MAX_REDRAWS, progress_bar
-from posenc_lib.train import train
-from tests.test_cache import TINY
+from posenc_lib.model import ModelConfig
+from posenc_lib.train import TrainConfig, train
 
 
 class FlushCounter(io.StringIO):
@@ -91,7 +91,8 @@ def test_bad_arguments_are_named():
 
 
 def test_training_bar_is_bounded_on_a_slow_clock(monkeypatch):
-    config = TINY.__class__(**{**TINY.__dict__, "steps": 200})
+    config = TrainConfig(model=ModelConfig(position="alibi", d_model=32, num_layers=1, num_heads=2),
+                         seq_len=32, batch_size=4, steps=200)
     stream = FlushCounter()
     monkeypatch.setattr("sys.stderr", stream)
     monkeypatch.setattr("tqdm.std.time", fake_clock(10.0))  # as if each step took ten seconds
