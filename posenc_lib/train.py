@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
+
 from posenc_lib.data import load_corpus, sample_batch
 from posenc_lib.model import ModelConfig, TransformerLM
 from posenc_lib.progress import progress_bar
