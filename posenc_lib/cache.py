@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -47,15 +48,45 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
+def _hash_key(content: dict) -> str:
+    """16 hex digits of SHA-256 over ``content`` plus the library source digest."""
+    payload = json.dumps({**content, "source": _source_digest()}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
 def cache_key(config: TrainConfig, device: torch.device | str) -> str:
     """A hex key for (configuration, device type, library source)."""
-    payload = json.dumps({"config": config.to_dict(), "device": torch.device(device).type, "source": _source_digest()}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return _hash_key({"config": config.to_dict(), "device": torch.device(device).type})
 
 
 def cached_model_path(config: TrainConfig, device: torch.device | str = "cpu") -> Path:
     """The file that holds (or will hold) the model trained from ``config`` on ``device``'s type."""
     return cache_dir() / f"{config.model.position}-{cache_key(config, device)}.pt"
+
+
+def _load_or_run(path: Path, config: TrainConfig | FineTuneConfig, device: torch.device,
+                 run: Callable[[], tuple[TransformerLM, TrainRecord]]) -> tuple[TransformerLM, TrainRecord]:
+    """Load the ``(model, record)`` stored at ``path``, or make it with ``run()`` and store it.
+
+    The file lock makes a second process wait while the first trains, then load its result,
+    so a model shared by notebooks run in parallel (pytest-xdist) is trained once.
+    """
+    with open(path.parent / f"{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            saved = torch.load(path, map_location=device, weights_only=True)
+            model = TransformerLM(config.model).to(device)
+            model.load_state_dict(saved["state_dict"])
+            model.eval()
+            return model, TrainRecord(**json.loads(saved["record"]))
+        model, record = run()
+        payload = {
+            "state_dict": model.state_dict(),
+            "config": json.dumps(config.to_dict()),
+            "record": json.dumps(record.to_dict()),
+        }
+        write_atomic(path, lambda file: torch.save(payload, file))  # a reader sees the whole file or none
+        return model, record
 
 
 def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
@@ -67,32 +98,13 @@ def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, pro
         model was first trained; the model is in eval mode on ``device``.
     """
     device = torch.device(device)
-    path = cached_model_path(config, device)
-    directory = path.parent
-    with open(directory / f"{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here while the first trains
-        if path.exists():
-            saved = torch.load(path, map_location=device, weights_only=True)
-            model = TransformerLM(config.model).to(device)
-            model.load_state_dict(saved["state_dict"])
-            model.eval()
-            return model, TrainRecord(**json.loads(saved["record"]))
-        model, record = train(config, device, progress=progress)
-        payload = {
-            "state_dict": model.state_dict(),
-            "config": json.dumps(config.to_dict()),
-            "record": json.dumps(record.to_dict()),
-        }
-        write_atomic(path, lambda file: torch.save(payload, file))  # a reader sees the whole file or none
-        return model, record
+    return _load_or_run(cached_model_path(config, device), config, device,
+                        lambda: train(config, device, progress=progress))
 
 
 def fine_tune_cache_key(config: FineTuneConfig, device: torch.device | str) -> str:
     """A hex key for (fine-tune config with its base, device type, library source)."""
-    content = {"fine_tune": config.to_dict(), "device": torch.device(device).type,
-               "source": _source_digest()}
-    payload = json.dumps(content, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return _hash_key({"fine_tune": config.to_dict(), "device": torch.device(device).type})
 
 
 def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu", *,
@@ -108,20 +120,9 @@ def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu",
     device = torch.device(device)
     key = fine_tune_cache_key(config, device)
     path = cache_dir() / f"finetune-{config.base.model.position}-{key}.pt"
-    with open(path.parent / f"{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.exists():
-            saved = torch.load(path, map_location=device, weights_only=True)
-            model = TransformerLM(config.model).to(device)
-            model.load_state_dict(saved["state_dict"])
-            model.eval()
-            return model, TrainRecord(**json.loads(saved["record"]))
+
+    def run() -> tuple[TransformerLM, TrainRecord]:
         base, _ = train_cached(config.base, device, progress=progress)
-        model, record = fine_tune(base, config, device, progress=progress)
-        payload = {
-            "state_dict": model.state_dict(),
-            "config": json.dumps(config.to_dict()),
-            "record": json.dumps(record.to_dict()),
-        }
-        write_atomic(path, lambda file: torch.save(payload, file))
-        return model, record
+        return fine_tune(base, config, device, progress=progress)
+
+    return _load_or_run(path, config, device, run)

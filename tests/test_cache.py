@@ -47,7 +47,9 @@ def test_fine_tune_cached_trains_once_and_keys_on_every_setting(tmp_path,
     model_a, rec_a = fine_tune_cached(config, progress=False)
     names = sorted(p.name for p in tmp_path.glob("*.pt"))
     assert len(names) == 2 and names[0].startswith("finetune-rope-")  # base + fine-tune
+    mtimes = {name: (tmp_path / name).stat().st_mtime_ns for name in names}
     model_b, rec_b = fine_tune_cached(config, progress=False)
+    assert {name: (tmp_path / name).stat().st_mtime_ns for name in names} == mtimes  # loaded
     assert rec_a.losses == rec_b.losses and len(rec_a.losses) == 2
     tokens = torch.randint(0, 256, (1, 40))
     assert torch.equal(model_a(tokens), model_b(tokens))
