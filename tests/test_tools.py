@@ -1,11 +1,15 @@
-"""tools/: the notebook executor's marker conversion (no kernel is started here)."""
+"""tools/: the notebook executor's marker conversion (no kernel is started here), and the
+measurement of how far trained models move between CPU capabilities."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 from pathlib import Path
 
 import nbformat
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("execute_notebook",
@@ -27,3 +31,46 @@ def test_nbval_comments_become_cell_tags() -> None:
     assert nb.cells[0].metadata["tags"] == ["nbval-ignore-output"]
     assert nb.cells[1].metadata["tags"] == ["raises-exception"]
     assert "tags" not in nb.cells[2].metadata and nb.cells[3].source == "# NBVAL_SKIP"
+
+
+capability_spec = importlib.util.spec_from_file_location(
+    "capability_drift", ROOT / "tools" / "capability_drift.py")
+capability_drift = importlib.util.module_from_spec(capability_spec)
+capability_spec.loader.exec_module(capability_drift)
+
+
+def test_capability_drift_measures_a_cache_and_compares(tmp_path, monkeypatch, capsys) -> None:
+    from posenc_lib import ModelConfig, TrainConfig, train_cached
+
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path / "cache"))
+    tiny = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1,
+                                         num_heads=2), seq_len=16, batch_size=4, steps=3)
+    train_cached(tiny, progress=False)
+    a = tmp_path / "a.json"
+    capability_drift.main(["measure", str(tmp_path / "cache"), str(a)])
+    record = json.loads(a.read_text())
+    (row,) = record["models"].values()
+    assert set(row) == {"last_loss", "tail_mean_loss", "ppl_1x", "ppl_16x"}
+    assert row["ppl_1x"] > 1 and math.isfinite(row["ppl_16x"])
+    with pytest.raises(SystemExit, match="never overwritten"):
+        capability_drift.main(["measure", str(tmp_path / "cache"), str(a)])
+
+    # a second record whose perplexity at L_train is 1 % higher
+    b = tmp_path / "b.json"
+    other = json.loads(a.read_text())
+    (name,) = other["models"]
+    other["models"][name]["ppl_1x"] *= 1.01
+    b.write_text(json.dumps(other))
+    changes = capability_drift.relative_changes(record, other)
+    assert changes[name]["ppl_1x"] == pytest.approx(0.01)
+    assert changes[name]["last_loss"] == 0
+    capsys.readouterr()
+    capability_drift.main(["compare", str(a), str(b)])
+    out = capsys.readouterr().out
+    assert "largest relative change of ppl_1x: 1.0e-02" in out
+    assert "decimal digits it leaves untouched: 2" in out
+
+
+def test_capability_drift_refuses_an_empty_cache(tmp_path) -> None:
+    with pytest.raises(SystemExit, match="no models"):
+        capability_drift.main(["measure", str(tmp_path), str(tmp_path / "a.json")])
