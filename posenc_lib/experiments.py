@@ -19,6 +19,13 @@ Command line::
     python -m posenc_lib.experiments sweep --config ci --out results/ci
     python -m posenc_lib.experiments table --out results/ci
 
+A controlled variant of a scale changes one :class:`~posenc_lib.model.ModelConfig` field
+for every run with ``--model FIELD=VALUE`` (stored in the runs' ``scale.model_extra``, so
+the result files say which variant they hold); give each variant its own ``--out``::
+
+    python -m posenc_lib.experiments sweep --config ci --schemes sinusoidal rope \\
+        --seeds 0 1 --model token_init_std=0.02 --out results/ci-token-std0.02
+
 Scale-out. The runs are independent, so a sweep splits into shards that run anywhere at
 once: ``--shard K/N`` (1 ≤ K ≤ N) takes runs K−1, K−1+N, K−1+2N, … of the plan, so the N
 shards together hold every run exactly once (:func:`shard_runs`). Any scheduler that
@@ -592,6 +599,42 @@ def summary_table(
     return table
 
 
+def parse_model_setting(text: str) -> tuple[str, object]:
+    """``"FIELD=VALUE"`` → ``(FIELD, VALUE)`` for one :class:`~posenc_lib.model.ModelConfig`
+    field; VALUE is read as JSON (``0.02``, ``true``, ``"rope"``), else kept as text.
+
+    Raises:
+        ValueError: unless ``text`` is ``FIELD=VALUE`` with FIELD a ModelConfig field
+            that a scale does not set itself (the scheme and the model's size).
+
+    Example:
+        >>> parse_model_setting("token_init_std=0.02")
+        ('token_init_std', 0.02)
+    """
+    from posenc_lib.model import ModelConfig
+
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise ValueError(f"a model setting must look like FIELD=VALUE, got {text!r}")
+    fixed = {"position", "d_model", "num_layers", "num_heads", "max_positions"}
+    allowed = sorted(f.name for f in dataclasses.fields(ModelConfig) if f.name not in fixed)
+    if name not in allowed:
+        raise ValueError(f"FIELD must be one of {allowed} (the scale sets the scheme and "
+                         f"the size), got {name!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return name, value
+
+
+def _model_setting_argument(text: str) -> tuple[str, object]:
+    try:
+        return parse_model_setting(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _shard_argument(text: str) -> tuple[int, int]:
     try:
         return parse_shard(text)
@@ -617,6 +660,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run only shard K of N (1 <= K <= N): runs K-1, K-1+N, ... of the plan; "
         "N workers with K = 1 ... N run every run once (e.g. a Slurm array)",
     )
+    sweep.add_argument(
+        "--model", type=_model_setting_argument, action="append", default=[],
+        metavar="FIELD=VALUE",
+        help="set a ModelConfig field for every run (repeatable), e.g. "
+        "token_init_std=0.02; stored in the runs' scale.model_extra",
+    )
     table = sub.add_parser("table", help="print mean ± std perplexity of the results in a directory")
     table.add_argument("--out", required=True, help="results directory")
     return parser
@@ -629,6 +678,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_table(summarize(load_results(args.out))))
         return 0
     scale = get_scale(args.config)
+    if args.model:
+        extra = {**scale.model_extra, **dict(args.model)}
+        scale.train_config(SCHEMES[0], **extra)  # a bad value fails here, naming its field
+        scale = dataclasses.replace(scale, model_extra=extra)
     runs = plan_sweep(scale, schemes=args.schemes, seeds=args.seeds, train_lengths=args.train_lengths)
     if args.shard is not None:
         runs = shard_runs(runs, *args.shard)

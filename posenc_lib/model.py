@@ -6,6 +6,7 @@ Shapes: B batch, T sequence, C = d_model, V vocabulary.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
@@ -53,6 +54,14 @@ class ModelConfig:
             default, N(0, 1).
         position_after_norm: add absolute encodings to LayerNorm(token embeddings) instead of
             the raw embeddings.
+        token_init_std: standard deviation of the token embedding at initialisation. 1.0
+            (default) is PyTorch's ``nn.Embedding`` default, N(0, 1); 0.02 is GPT-2's
+            token table; ``d_model ** -0.5`` is the original Transformer's (tensor2tensor's
+            ``SymbolModality``, fairseq's ``Embedding``). Other values rescale the same
+            N(0, 1) draw, so every other weight starts the same as with the default.
+        scale_token_embedding: multiply the token embeddings by sqrt(d_model) before
+            anything is added to them (Vaswani et al. 2017 §3.4; fairseq's
+            ``embed_scale``). False (default): no multiplier.
         rope_scaling: only for ``"rope"``: a context-extension method in Hugging
             Face's vocabulary (see :mod:`~posenc_lib.encodings.rope_scaling`), e.g.
             ``{"rope_type": "yarn", "factor": 4.0,
@@ -73,6 +82,8 @@ class ModelConfig:
     learned_init_std: float = DEFAULT_INIT_STD
     position_after_norm: bool = False
     rope_scaling: dict | None = None
+    token_init_std: float = 1.0
+    scale_token_embedding: bool = False
 
     def __post_init__(self) -> None:
         # Everything that would fail at the first forward pass fails here, when the model is built.
@@ -93,6 +104,12 @@ class ModelConfig:
             raise ValueError(f"learned_init='sinusoidal' needs an even d_model, got d_model={self.d_model}")
         if not self.learned_init_std > 0:
             raise ValueError(f"learned_init_std must be > 0, got learned_init_std={self.learned_init_std}")
+        std = self.token_init_std
+        if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 < std < math.inf:
+            raise ValueError(f"token_init_std must be a finite number > 0, got token_init_std={std!r}")
+        if not isinstance(self.scale_token_embedding, bool):
+            raise ValueError("scale_token_embedding must be True or False, got "
+                             f"scale_token_embedding={self.scale_token_embedding!r}")
         for name in ("rope_base", "sinusoidal_base"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {name}={getattr(self, name)}")
@@ -156,7 +173,14 @@ class TransformerLM(nn.Module):
         super().__init__()
         self.config = config
         c = config
-        self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
+        self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)  # N(0, 1)
+        if c.token_init_std != 1.0:
+            # rescale the N(0, 1) draw: no extra random numbers, so the other weights
+            # start exactly as with the default
+            with torch.no_grad():
+                self.token_embedding.weight.mul_(c.token_init_std)
+        # Vaswani et al. 2017 §3.4: token embeddings times sqrt(d_model), None = no multiplier
+        self.embedding_multiplier = math.sqrt(c.d_model) if c.scale_token_embedding else None
         self.embedding_norm = nn.LayerNorm(c.d_model) if c.position_after_norm else None
         self.learned = None
         if c.position == "learned":
@@ -337,6 +361,8 @@ class TransformerLM(nn.Module):
                 f"sequence length {seq} exceeds max_positions={self.max_length} of the learned position table"
             )
         x = self.token_embedding(tokens)  # (B, T, C)
+        if self.embedding_multiplier is not None:
+            x = x * self.embedding_multiplier
         if self.embedding_norm is not None:
             x = self.embedding_norm(x)
         if self.learned is not None:

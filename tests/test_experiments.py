@@ -346,3 +346,37 @@ def test_shard_argument_is_checked(capsys) -> None:
         assert "K/N" in capsys.readouterr().err
     with pytest.raises(ValueError, match="shard"):
         experiments.shard_runs(plan_sweep(TINY), 3, 2)
+
+
+def test_model_setting_reaches_every_run_and_is_recorded(tmp_path, monkeypatch) -> None:
+    """--model FIELD=VALUE: a controlled variant, stored in each run's scale.model_extra."""
+    seen: list = []
+
+    def fake_run_one(spec, *args, **kwargs):
+        seen.append(spec.train_config().model)
+        return {"run": spec.to_dict(), "name": spec.name, "evaluations": []}
+
+    monkeypatch.setattr(experiments, "run_one", fake_run_one)
+    monkeypatch.setitem(SCALES, "tiny", TINY)
+    argv = ["sweep", "--config", "tiny", "--schemes", "sinusoidal", "rope", "--seeds", "0",
+            "--model", "token_init_std=0.125", "--model", "scale_token_embedding=true",
+            "--out", str(tmp_path), "--device", "cpu", "--no-progress"]
+    assert experiments.main(argv) == 0
+    assert [(m.token_init_std, m.scale_token_embedding) for m in seen] == [(0.125, True)] * 2
+    for result in load_results(tmp_path):
+        assert result["run"]["scale"]["model_extra"] == {
+            "token_init_std": 0.125, "scale_token_embedding": True}
+
+
+def test_model_setting_is_checked(capsys) -> None:
+    assert experiments.parse_model_setting("token_init_std=0.02") == ("token_init_std", 0.02)
+    assert experiments.parse_model_setting("learned_init=normal") == ("learned_init", "normal")
+    for bad, message in (("token_init_std", "FIELD=VALUE"), ("=1", "FIELD=VALUE"),
+                         ("d_model=8", "FIELD must be one of"), ("nope=1", "FIELD must be")):
+        with pytest.raises(ValueError, match=message):
+            experiments.parse_model_setting(bad)
+        with pytest.raises(SystemExit):
+            experiments.main(["sweep", "--model", bad])
+        assert message in capsys.readouterr().err
+    with pytest.raises(ValueError, match="token_init_std must be a finite number > 0"):
+        experiments.main(["sweep", "--config", "ci", "--model", "token_init_std=-1"])

@@ -134,6 +134,69 @@ def test_learned_table_starts_small_by_default() -> None:
     assert 0.8 < std_unit < 1.2
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"token_init_std": 0.0}, "token_init_std must be a finite number > 0"),
+        ({"token_init_std": -0.02}, "token_init_std must be a finite number > 0"),
+        ({"token_init_std": float("inf")}, "token_init_std must be a finite number > 0"),
+        ({"token_init_std": float("nan")}, "token_init_std must be a finite number > 0"),
+        ({"token_init_std": "0.02"}, "token_init_std must be a finite number > 0"),
+        ({"token_init_std": True}, "token_init_std must be a finite number > 0"),
+        ({"scale_token_embedding": 1}, "scale_token_embedding must be True or False"),
+        ({"scale_token_embedding": "yes"}, "scale_token_embedding must be True or False"),
+    ],
+)
+def test_bad_token_embedding_settings_name_the_argument(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**kwargs)
+
+
+def test_token_embedding_defaults_are_pytorchs() -> None:
+    # default: nn.Embedding's N(0, 1), no multiplier: the same draw as a bare nn.Embedding
+    config = ModelConfig()
+    assert config.token_init_std == 1.0 and config.scale_token_embedding is False
+    torch.manual_seed(0)
+    model = small("rope")
+    torch.manual_seed(0)
+    assert torch.equal(model.token_embedding.weight, torch.nn.Embedding(256, 32).weight)
+    assert model.embedding_multiplier is None
+
+
+@pytest.mark.parametrize("position", ["sinusoidal", "rope"])
+def test_token_init_std_rescales_the_same_draw_and_nothing_else(position: str) -> None:
+    torch.manual_seed(0)
+    unit = small(position)
+    torch.manual_seed(0)
+    scaled = small(position, token_init_std=0.02)
+    assert torch.allclose(scaled.token_embedding.weight,
+                          0.02 * unit.token_embedding.weight, rtol=1e-6, atol=0)
+    assert 0.015 < scaled.token_embedding.weight.std().item() < 0.025
+    for (name, a), (_, b) in zip(unit.state_dict().items(), scaled.state_dict().items()):
+        if name != "token_embedding.weight":
+            assert torch.equal(a, b), name  # every other weight starts the same
+
+
+def test_scale_token_embedding_multiplies_by_sqrt_d_model_before_the_position() -> None:
+    # Vaswani et al. 2017 §3.4 with the original Transformer's init N(0, 1/d_model):
+    # the scaled embedding starts at unit scale, and PE(p) is added after the multiplier
+    torch.manual_seed(0)
+    config = ModelConfig(position="sinusoidal", d_model=32, num_heads=4,
+                         token_init_std=32 ** -0.5, scale_token_embedding=True)
+    model = TransformerLM(config).eval()
+    assert model.embedding_multiplier == pytest.approx(32 ** 0.5)
+    effective = model.token_embedding.weight * model.embedding_multiplier
+    assert 0.8 < effective.std().item() < 1.2
+    captured = {}
+    model.blocks[0].norm1.register_forward_hook(
+        lambda module, inputs, output: captured.setdefault("x", inputs[0]))
+    tokens = torch.randint(0, 256, (2, 10))
+    model(tokens)
+    expected = model.token_embedding(tokens) * 32 ** 0.5 + model._sinusoidal(
+        torch.arange(10), tokens.device, torch.float32)
+    assert torch.allclose(captured["x"], expected, atol=1e-6, rtol=0)
+
+
 def _bias_per_layer_forward(model: TransformerLM, tokens: torch.Tensor) -> torch.Tensor:
     """The path before the score mask was folded once per forward: each layer adds the
     bias and the causal mask on its own (relative schemes, default positions)."""
