@@ -56,8 +56,9 @@ class ModelConfig:
             the raw embeddings.
         token_init_std: standard deviation of the token embedding at initialisation. 1.0
             (default) is PyTorch's ``nn.Embedding`` default, N(0, 1); 0.02 is GPT-2's
-            token table; ``d_model ** -0.5`` is the original Transformer's (tensor2tensor's
-            ``SymbolModality``, fairseq's ``Embedding``). Other values rescale the same
+            token table; ``d_model ** -0.5`` with ``scale_token_embedding=True`` is the start
+            of tensor2tensor (the original Transformer's code) and of fairseq's
+            ``Embedding``. Other values rescale the same
             N(0, 1) draw, so every other weight starts the same as with the default.
         scale_token_embedding: multiply the token embeddings by sqrt(d_model) before
             anything is added to them (Vaswani et al. 2017 §3.4; fairseq's
