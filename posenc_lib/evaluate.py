@@ -160,3 +160,43 @@ def per_position_nll(
         total += nll.double().sum(0).cpu()
     model.train(was_training)
     return total / len(starts)  # (L,)
+
+
+@torch.no_grad()
+def swap_cost(model: nn.Module, inputs: Tensor, targets: Tensor, t: int, *, lag: int = 1) -> float:
+    """How much a model's loss at position t rises when two earlier tokens change places.
+
+    The tokens at positions ``t - lag`` and ``t - lag - 1`` are swapped; the cost is the mean,
+    over the batch, of NLL(next token at t | swapped window) − NLL(… | original window). A
+    model that reads its input as a bag of tokens pays nothing (chapter 08 uses it on NoPE);
+    one that uses their order pays more.
+
+    Args:
+        model: maps ``[B, L]`` int64 tokens to ``[B, L, V]`` logits.
+        inputs: ``[B, L]`` int64 windows (e.g. from :func:`~posenc_lib.data.sample_batch`).
+        targets: ``[B, L]`` next tokens of ``inputs``.
+        t: the position whose prediction is scored; only positions 0 … t are fed to the model.
+        lag: how far before t the swapped pair lies (1: the two tokens just before t).
+
+    Returns:
+        The mean rise of the NLL, in nats (negative when the swap helps).
+
+    Raises:
+        ValueError: if ``lag < 1``, ``t - lag - 1 < 0``, ``t`` is not a position of
+            ``inputs``, or the two tensors differ in shape.
+    """
+    if inputs.shape != targets.shape or inputs.dim() != 2:
+        raise ValueError(f"inputs and targets must both be [B, L], got {tuple(inputs.shape)} "
+                         f"and {tuple(targets.shape)}")
+    if lag < 1:
+        raise ValueError(f"lag must be >= 1, got lag={lag}")
+    if not lag + 1 <= t < inputs.shape[1]:
+        raise ValueError(f"t must satisfy lag + 1 <= t < {inputs.shape[1]} (the window length), "
+                         f"got t={t}, lag={lag}")
+    window, scored = inputs[:, : t + 1], targets[:, t]
+    swapped = window.clone()
+    a, b = t - lag - 1, t - lag
+    swapped[:, [a, b]] = window[:, [b, a]]
+    before = F.cross_entropy(model(window)[:, t], scored, reduction="none")
+    after = F.cross_entropy(model(swapped)[:, t], scored, reduction="none")
+    return (after - before).mean().item()

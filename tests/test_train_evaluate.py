@@ -173,3 +173,48 @@ def test_fine_tune_copies_the_weights_and_checks_its_config() -> None:
     with pytest.raises(ValueError, match="'factor'"):
         FineTuneConfig(base=base_config, seq_len=64, steps=1, batch_size=1, lr=1e-3,
                        rope_scaling={"rope_type": "linear", "factor": 0.5})
+
+
+def test_swap_cost_is_zero_without_order_and_matches_a_hand_swap() -> None:
+    from posenc_lib.evaluate import swap_cost
+
+    inputs = torch.randint(0, 256, (8, 16))
+    targets = torch.randint(0, 256, (8, 16))
+    model = TransformerLM(ModelConfig(position="rope", d_model=32, num_layers=1,
+                                      num_heads=2)).eval()
+    # by hand: swap positions 5 and 6, score position 7
+    window = inputs[:, :8].clone()
+    swapped = window.clone()
+    swapped[:, [5, 6]] = window[:, [6, 5]]
+    with torch.no_grad():
+        nll = lambda x: torch.nn.functional.cross_entropy(model(x)[:, 7], targets[:, 7],
+                                                          reduction="none")
+        expected = (nll(swapped) - nll(window)).mean().item()
+    assert swap_cost(model, inputs, targets, 7) == pytest.approx(expected, abs=1e-6)
+    assert swap_cost(model, inputs, targets, 7) != 0  # RoPE sees the order
+    # lag moves the pair: lag 3 swaps positions 3 and 4
+    swapped = window.clone()
+    swapped[:, [3, 4]] = window[:, [4, 3]]
+    with torch.no_grad():
+        expected = (nll(swapped) - nll(window)).mean().item()
+    assert swap_cost(model, inputs, targets, 7, lag=3) == pytest.approx(expected, abs=1e-6)
+    # a model without positions and one layer: the last query's keys are a set, so a swap
+    # of two earlier tokens changes nothing but rounding
+    bag = TransformerLM(ModelConfig(position="none", d_model=32, num_layers=1,
+                                    num_heads=2)).eval()
+    assert abs(swap_cost(bag, inputs, targets, 7)) < 1e-5
+
+
+def test_swap_cost_names_a_bad_argument() -> None:
+    from posenc_lib.evaluate import swap_cost
+
+    model = TransformerLM(ModelConfig(position="none", d_model=32, num_layers=1, num_heads=2))
+    x = torch.randint(0, 256, (2, 8))
+    with pytest.raises(ValueError, match="lag must be >= 1"):
+        swap_cost(model, x, x, 5, lag=0)
+    with pytest.raises(ValueError, match="t must satisfy"):
+        swap_cost(model, x, x, 1)
+    with pytest.raises(ValueError, match="t must satisfy"):
+        swap_cost(model, x, x, 8)
+    with pytest.raises(ValueError, match=r"must both be \[B, L\]"):
+        swap_cost(model, x, x[:, :4], 5)

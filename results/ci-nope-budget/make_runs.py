@@ -19,10 +19,9 @@ import json
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from posenc_lib import get_scale, load_corpus, sample_batch, train_cached
-from posenc_lib.evaluate import per_position_nll
+from posenc_lib.evaluate import per_position_nll, swap_cost
 from posenc_lib.experiments import RunSpec, run_one, write_json_atomic
 
 OUT = Path(__file__).resolve().parent
@@ -36,17 +35,6 @@ SWAP_POSITIONS = (8, 64, CI.seq_len - 1)
 def budget_scale(multiple: int):
     steps = multiple * CI.steps  # warm-up and every other setting unchanged
     return dataclasses.replace(CI, name=f"ci-steps{steps}", steps=steps, sweep_eval_tokens=None)
-
-
-@torch.no_grad()
-def swap_cost(model, inputs, targets, t):
-    """Mean rise of the NLL (nats) of the byte after t when bytes t-1 and t-2 swap."""
-    inputs, targets = inputs[:, : t + 1], targets[:, t]
-    swapped = inputs.clone()
-    swapped[:, [t - 2, t - 1]] = inputs[:, [t - 1, t - 2]]
-    before = F.cross_entropy(model(inputs)[:, t], targets, reduction="none")
-    after = F.cross_entropy(model(swapped)[:, t], targets, reduction="none")
-    return (after - before).mean().item()
 
 
 def extra(model, scale):
