@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from posenc_lib.encodings.positions import require_int
 from posenc_lib.encodings.rope import RotaryEmbedding
 
 
@@ -19,7 +20,13 @@ def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = N
 
     Queries are aligned to the end of the keys (query i sits at key position i + k_len − q_len),
     which is what decoding with a KV cache needs. ``q_len`` must not exceed ``k_len``.
+
+    Raises:
+        TypeError: if ``q_len`` or ``k_len`` is not an integer.
+        ValueError: if either is negative, or ``q_len > k_len``.
     """
+    require_int(q_len, "q_len")
+    require_int(k_len, "k_len")
     if q_len > k_len:
         raise ValueError(f"q_len must be <= k_len, got q_len={q_len}, k_len={k_len}")
     query_positions = torch.arange(q_len, device=device)[:, None] + (k_len - q_len)

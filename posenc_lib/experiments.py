@@ -52,7 +52,6 @@ import json
 import os
 import platform
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -71,6 +70,9 @@ from posenc_lib.evaluate import evaluate_perplexity
 from posenc_lib.files import write_atomic
 from posenc_lib.model import SCHEMES
 from posenc_lib.progress import progress_bar
+# reading stored results needs no torch: they live in posenc_lib.stored (the book's build
+# imports them without torch) and are re-exported here, where they were first defined
+from posenc_lib.stored import load_results, provenance_label, summarize  # noqa: F401
 from posenc_lib.scales import Scale, get_scale
 from posenc_lib.train import TrainConfig, train
 
@@ -348,66 +350,6 @@ def run_sweep(
         write_json_atomic(out / f"{spec.name}.json", result)
         results[spec.name] = result
     return [results[spec.name] for spec in runs]
-
-
-def load_results(out: Path | str) -> list[dict]:
-    """Every result file in ``out`` (sorted by name), ignoring unfinished temporary files.
-
-    Raises:
-        FileNotFoundError: if ``out`` does not exist.
-    """
-    out = Path(out)
-    if not out.is_dir():
-        raise FileNotFoundError(f"no results directory {out}")
-    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
-
-
-def summarize(results: Iterable[dict]) -> dict[str, dict[str, dict[int, tuple[float, float, int]]]]:
-    """Mean and standard deviation of perplexity over seeds.
-
-    Returns:
-        ``{protocol: {scheme: {L: (mean, std, n)}}}``; std is the sample standard deviation
-        (n − 1 in the denominator; 0.0 when n = 1); lengths a model cannot read are left out.
-    """
-    values: dict[str, dict[str, dict[int, list[float]]]] = {}
-    for result in results:
-        scheme = result["run"]["scheme"]
-        for e in result["evaluations"]:
-            if e["perplexity"] is None:
-                continue
-            values.setdefault(e["protocol"], {}).setdefault(scheme, {}).setdefault(e["eval_length"], []).append(e["perplexity"])
-    order = {s: i for i, s in enumerate(SCHEMES)}
-    return {
-        protocol: {
-            scheme: {L: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for L, v in sorted(by_length.items())}
-            for scheme, by_length in sorted(by_scheme.items(), key=lambda kv: order.get(kv[0], len(order)))
-        }
-        for protocol, by_scheme in values.items()
-    }
-
-
-def provenance_label(results: Sequence[dict]) -> str:
-    """One line saying where stored results came from: runs, scale, device, torch, dtype, commit,
-    dates (UTC), e.g. ``"18 runs of scale book on cpu, torch 2.13.0+cpu, float32, commit 1c74c9d, 2026-11-30"``.
-
-    Raises:
-        ValueError: for an empty list.
-    """
-    if not results:
-        raise ValueError("provenance_label needs at least one result")
-
-    def joined(values: Iterable) -> str:
-        return "/".join(sorted({str(v) for v in values}))
-
-    prov = [r["provenance"] for r in results]
-    dates = sorted(p["date_utc"][:10] for p in prov)
-    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
-    dirty = " (with uncommitted changes)" if any(p["git_dirty"] for p in prov) else ""
-    return (
-        f"{len(results)} run{'s' if len(results) != 1 else ''} of scale {joined(r['run']['scale']['name'] for r in results)} on {joined(p['device'] for p in prov)}, "
-        f"torch {joined(p['torch_version'] for p in prov)}, {joined(r['timing']['dtype'] for r in results)}, "
-        f"commit {joined(str(p['git_commit'])[:7] for p in prov)}{dirty}, {when}"
-    )
 
 
 def format_table(summary: dict[str, dict[str, dict[int, tuple[float, float, int]]]], digits: int = 2) -> str:

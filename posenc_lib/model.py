@@ -26,7 +26,7 @@ from posenc_lib.encodings import (
     t5_relative_position_bucket,
 )
 from posenc_lib.encodings.learned import DEFAULT_INIT_STD
-from posenc_lib.encodings.positions import check_positions
+from posenc_lib.encodings.positions import check_positions, require_tensor
 from posenc_lib.encodings.rope_scaling import normalize_rope_scaling, resolve_base
 
 PositionScheme = Literal["none", "sinusoidal", "learned", "rope", "alibi", "t5"]
@@ -327,7 +327,8 @@ class TransformerLM(nn.Module):
         """Logits ``[B, T, V]`` for integer ``tokens`` ``[B, T]``.
 
         Args:
-            tokens: int64 (any integer dtype) ``[batch, seq]``, values in [0, vocab_size).
+            tokens: int64 or int32 ``[batch, seq]`` (the dtypes an embedding lookup takes;
+                convert bytes with ``tokens.long()``), values in [0, vocab_size).
             positions: integer ``[seq]`` or ``[batch, seq]``, ≥ 0: the position of each token,
                 used by every scheme (e.g. an offset for a continued sequence, or restarting
                 positions of packed sequences). Default: read off ``attention_mask`` when one is
@@ -339,12 +340,19 @@ class TransformerLM(nn.Module):
                 float rounding).
 
         Raises:
-            ValueError: for tokens that are not a 2-D integer tensor, token ids outside
+            TypeError: for tokens, positions or a mask that is not a tensor.
+            ValueError: for tokens that are not a 2-D int64/int32 tensor, token ids outside
                 [0, vocab_size), a mask or positions of the wrong shape or dtype, negative
                 positions, or (``learned``) a position beyond the table.
         """
+        require_tensor(tokens, "tokens", "[batch, seq] of int64 token ids")
+        if attention_mask is not None:
+            require_tensor(attention_mask, "attention_mask", "[batch, seq] of 0/1")
         if tokens.dim() != 2 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
             raise ValueError(f"tokens must be an integer tensor [batch, seq], got {tokens.dtype} {tuple(tokens.shape)}")
+        if tokens.dtype not in (torch.int64, torch.int32):
+            raise ValueError("tokens must be int64 or int32 (the dtypes an embedding lookup "
+                             f"takes), got dtype {tokens.dtype}: convert with tokens.long()")
         batch, seq = tokens.shape
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
             raise ValueError(f"token ids must lie in [0, vocab_size={self.config.vocab_size}), got min {int(tokens.min())}, max {int(tokens.max())}")

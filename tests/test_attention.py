@@ -89,3 +89,22 @@ def test_long_causal_mask_runs_block_by_block_and_equals_one_call() -> None:
     (sdpa(q, k, v, attn_mask=mask) * weights).sum().backward()
     assert torch.allclose(learned.grad, reference.grad, atol=1e-12)
     assert learned.grad[:, -1].abs().sum() > 0  # the last block's rows too
+
+
+@pytest.mark.parametrize(
+    ("q_len", "k_len", "error", "message"),
+    [
+        (-2, 4, ValueError, r"q_len must be an integer >= 0, got q_len=-2"),
+        (2, -1, ValueError, r"k_len must be an integer >= 0, got k_len=-1"),
+        (2.5, 4, TypeError, r"q_len must be an integer >= 0, got q_len=2.5"),
+        (2, "4", TypeError, r"k_len must be an integer >= 0"),
+        (True, 4, TypeError, r"q_len must be an integer"),
+    ],
+)
+def test_causal_mask_bad_lengths_fail_in_words(q_len, k_len, error, message) -> None:
+    with pytest.raises(error, match=message):
+        causal_mask(q_len, k_len)
+
+
+def test_causal_mask_of_zero_queries_is_empty() -> None:
+    assert causal_mask(0, 3).shape == (0, 3)

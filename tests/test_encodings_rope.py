@@ -12,7 +12,9 @@ from posenc_lib import (
     apply_rope,
     interleaved_to_half_permutation,
     positions_from_mask,
+    rope_cos_sin,
     rope_inverse_frequencies,
+    rotate_pairs,
 )
 
 
@@ -269,3 +271,85 @@ def test_default_positions_equal_arange_without_a_lookup(rotary_dim) -> None:
         assert set(operations) == {"empty", "mul", "addcmul_"}
     with pytest.raises(ValueError, match="head_dim"):
         rope(torch.randn(9, 6))
+
+
+# --- Bad input fails in words; rope_cos_sin, the public cos/sin table
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_integer_x_is_refused_not_truncated(dtype: torch.dtype) -> None:
+    x = torch.ones(1, 3, 8, dtype=dtype)
+    with pytest.raises(ValueError, match="x must be a floating-point tensor.*truncated"):
+        apply_rope(x, torch.arange(3))
+    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
+        RotaryEmbedding(8)(x, torch.arange(3))
+
+
+def test_positions_as_a_list_fail_in_words() -> None:
+    x = torch.randn(1, 3, 8)
+    with pytest.raises(TypeError, match=r"positions must be an integer torch.Tensor.*got list"):
+        apply_rope(x, [0, 1, 2])
+    with pytest.raises(TypeError, match=r"positions must be an integer torch.Tensor.*got list"):
+        RotaryEmbedding(8)(x, [0, 1, 2])
+    with pytest.raises(TypeError, match=r"positions must be an integer torch.Tensor.*got list"):
+        rope_cos_sin([0, 1, 2], 8)
+    with pytest.raises(TypeError, match=r"x must be a torch.Tensor"):
+        apply_rope([[0.0] * 8], torch.arange(1))
+
+
+def test_rope_cos_sin_rotates_as_apply_rope() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 40, 16)
+    for positions in (torch.arange(40), torch.arange(40) + 1000, torch.randint(-50, 900, (2, 40))):
+        cos, sin = rope_cos_sin(positions, 16, 500.0)
+        assert cos.dtype == sin.dtype == torch.float32
+        assert cos.shape == sin.shape == (*positions.shape, 8)
+        if positions.dim() == 2:  # [batch, seq, d/2] -> [batch, 1, seq, d/2]
+            cos, sin = cos[:, None], sin[:, None]
+        ours = rotate_pairs(x, cos, sin, interleaved=False)
+        # same float32 angles; cos/sin of a differently shaped tensor may take another
+        # vectorised path, so allow float32 rounding
+        torch.testing.assert_close(ours, apply_rope(x, positions, base=500.0), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        None,
+        {"rope_type": "linear", "factor": 4.0},
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
+        {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 32},
+    ],
+)
+def test_rope_cos_sin_is_rotary_embeddings_table(scaling: dict | None) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 100, 16)
+    positions = torch.arange(100)
+    rope = RotaryEmbedding(16, 10000.0, rope_scaling=scaling)
+    cos, sin = rope_cos_sin(positions, 16, 10000.0, rope_scaling=scaling)
+    expected = rope(x, positions)
+    torch.testing.assert_close(rotate_pairs(x, cos, sin, interleaved=False), expected,
+                               rtol=0, atol=2e-6)
+
+
+def test_rope_cos_sin_yarn_carries_the_attention_factor() -> None:
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+    cos, sin = rope_cos_sin(torch.arange(3), 64, rope_scaling=yarn)
+    factor = 0.1 * math.log(4.0) + 1.0
+    assert torch.allclose(cos[0], torch.full((32,), factor)) and torch.equal(sin[0], torch.zeros(32))
+
+
+def test_rope_cos_sin_bad_input() -> None:
+    with pytest.raises(ValueError, match="positions must be an integer tensor"):
+        rope_cos_sin(torch.arange(3.0), 8)
+    with pytest.raises(ValueError, match=r"positions must be \[seq\] or \[batch, seq\]"):
+        rope_cos_sin(torch.zeros(1, 1, 3, dtype=torch.long), 8)
+    with pytest.raises(ValueError, match="head_dim must be an even integer"):
+        rope_cos_sin(torch.arange(3), 7)
+    cos, sin = rope_cos_sin(torch.arange(0), 8)
+    assert cos.shape == sin.shape == (0, 4)
+
+
+def test_positions_from_mask_refuses_a_list() -> None:
+    with pytest.raises(TypeError, match=r"attention_mask must be a torch.Tensor .*got list"):
+        positions_from_mask([[0, 1, 1]])

@@ -161,3 +161,17 @@ def test_float32_angles_stay_close() -> None:
 def test_bad_angle_dtype() -> None:
     with pytest.raises(ValueError, match="angle_dtype"):
         sinusoidal_encoding(4, 8, angle_dtype=torch.int32)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((10.5, 8), TypeError, r"num_positions must be an integer >= 0, got num_positions=10.5"),
+        ((-1, 8), ValueError, r"num_positions must be an integer >= 0, got num_positions=-1"),
+        ((10, 8.0), TypeError, r"d_model must be an integer, got d_model=8.0"),
+        ((10, 7), ValueError, r"d_model must be even"),
+    ],
+)
+def test_bad_sizes_fail_in_words(args, error, message) -> None:
+    with pytest.raises(error, match=message):
+        sinusoidal_encoding(*args)

@@ -298,3 +298,22 @@ def test_with_rope_scaling_keeps_the_weights_and_changes_the_logits() -> None:
     assert torch.equal(with_rope_scaling(model, dynamic)(tokens), model(tokens))
     with pytest.raises(ValueError, match="RoPE model"):
         with_rope_scaling(small("alibi"), YARN_4X)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16])
+def test_tokens_of_a_small_integer_dtype_fail_in_words(dtype: torch.dtype) -> None:
+    model = small("rope")
+    with pytest.raises(ValueError, match=rf"tokens must be int64 or int32.*got dtype {dtype}.*tokens.long\(\)"):
+        model(torch.tensor([[1, 2, 3]], dtype=dtype))
+    assert model(torch.tensor([[1, 2, 3]], dtype=torch.int32)).shape == (1, 3, 256)
+
+
+def test_lists_instead_of_tensors_fail_in_words() -> None:
+    model = small("alibi")
+    tokens = torch.tensor([[1, 2, 3]])
+    with pytest.raises(TypeError, match=r"tokens must be a torch.Tensor .*got list"):
+        model([[1, 2, 3]])
+    with pytest.raises(TypeError, match=r"positions must be a torch.Tensor .*got list"):
+        model(tokens, positions=[0, 1, 2])
+    with pytest.raises(TypeError, match=r"attention_mask must be a torch.Tensor .*got list"):
+        model(tokens, attention_mask=[[1, 1, 1]])

@@ -23,7 +23,7 @@ import math
 import pytest
 import torch
 
-from posenc_lib import RotaryEmbedding, rope_scaled_frequencies
+from posenc_lib import RotaryEmbedding, rope_cos_sin, rope_scaled_frequencies
 from posenc_lib.encodings.rope_scaling import dynamic_ntk_base
 
 transformers = pytest.importorskip(
@@ -173,3 +173,28 @@ def test_dynamic_module_across_a_long_then_a_short_input_matches_transformers() 
     assert ((ours(medium, positions) - expected).abs() <= bound).all()
     sticky = rotate_with_hugging_face(theirs, medium, positions)
     assert not ((sticky - expected).abs() <= bound).all()  # history-dependent in 5.23
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"rope_type": "default"},
+        {"rope_type": "linear", "factor": 4.0},
+        {"rope_type": "yarn", "factor": 4.0, L0: 256},
+        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+         "high_freq_factor": 4.0, L0: 256},
+    ],
+)
+def test_cos_sin_table_matches_transformers(params: dict) -> None:
+    """rope_cos_sin in Hugging Face's layout (halves repeated) against the cos and sin
+    that LlamaRotaryEmbedding returns, attention factor included; the bound is the angle
+    error of output_bound (float32 θ′_i times p) times the factor."""
+    head_dim, base, length = 64, 100000.0, 1024
+    theirs = LlamaRotaryEmbedding(hugging_face_config(head_dim, base, params))
+    positions = torch.arange(length)
+    their_cos, their_sin = theirs(torch.zeros(1, 1, length, head_dim), positions[None])
+    cos, sin = rope_cos_sin(positions, head_dim, base, rope_scaling=params)
+    _, factor = rope_scaled_frequencies(head_dim, base, params)
+    bound = ((math.log(base) / 2 + 6) * EPS * (positions[:, None] + 1)) * factor
+    for ours, reference in ((cos, their_cos[0]), (sin, their_sin[0])):
+        assert ((torch.cat([ours, ours], dim=-1) - reference).abs() <= bound).all()

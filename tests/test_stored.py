@@ -35,3 +35,40 @@ def test_an_installed_wheel_finds_its_package_data(tmp_path, monkeypatch) -> Non
     assert len(load_stored_results("book")) == 18
     with pytest.raises(FileNotFoundError, match="installed wheel"):
         stored_results_dir("gpu")
+
+
+def test_scheme_order_is_the_models() -> None:
+    from posenc_lib.model import SCHEMES
+
+    assert stored.SCHEME_ORDER == SCHEMES
+
+
+def test_reading_stored_results_needs_no_torch() -> None:
+    """What the book's build imports works in a Python where torch cannot be imported."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = """
+import sys
+sys.modules["torch"] = None  # import torch now raises ModuleNotFoundError
+sys.path.insert(0, "book/_ext")
+import posenc_book  # the book's Sphinx extension
+import posenc_lib
+from posenc_lib.plotting import plot_perplexity_vs_length
+from posenc_lib.stored import load_stored_results, provenance_label, summarize
+results = load_stored_results("book")
+assert len(results) == 18 and "rope" in summarize(results)["sliding"]
+assert provenance_label(results).startswith("18 runs of scale book")
+try:
+    posenc_lib.apply_rope
+except ModuleNotFoundError as error:
+    assert "needs PyTorch" in str(error), error
+else:
+    raise AssertionError("posenc_lib.apply_rope without torch")
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

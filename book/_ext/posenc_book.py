@@ -13,7 +13,9 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It adds
   ``tools/execute_notebook.py`` writes;
 * ``{headline-figure}``: the headline result, drawn at build time from stored results
   (``results/NAME``, read by ``posenc_lib.stored``) with ``posenc_lib.plotting``, with a
-  caption that says where they came from;
+  caption that says where they came from. Neither module imports torch, so the book
+  builds without it (``requirements-book.txt``); posenc_lib is found in the checkout
+  when it is not installed;
 * the substitutions ``{{ book_version }}`` and ``{{ repository_url }}`` (from
   ``_config.yml``), and one copy of each script per page.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -37,6 +40,13 @@ from pybtex.style.labels import BaseLabelStyle
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+"""The checkout this extension belongs to: posenc_lib is imported from it when the build
+environment has not installed it (requirements-book.txt installs no torch, and so not
+posenc_lib either)."""
+if str(REPOSITORY) not in sys.path:
+    sys.path.append(str(REPOSITORY))  # after site-packages: an installed copy comes first
 
 # --- Bibliography labels: "Su et al., 2021" -------------------------------------------
 
@@ -284,9 +294,14 @@ class HeadlineFigure(SphinxDirective):
         matplotlib.use("Agg")  # no display during a build
         import matplotlib.pyplot as plt
 
-        from posenc_lib.experiments import provenance_label, summarize
+        # neither imports torch (the build environment has none)
         from posenc_lib.plotting import plot_perplexity_vs_length, use_book_style
-        from posenc_lib.stored import load_stored_results, stored_results_dir
+        from posenc_lib.stored import (
+            load_stored_results,
+            provenance_label,
+            stored_results_dir,
+            summarize,
+        )
 
         if "alt" not in self.options:
             raise self.error("headline-figure needs :alt: (what the figure shows)")

@@ -8,7 +8,9 @@ from posenc_lib.encodings.rope import (
     RotaryEmbedding,
     apply_rope,
     interleaved_to_half_permutation,
+    rope_cos_sin,
     rope_inverse_frequencies,
+    rotate_pairs,
 )
 from posenc_lib.encodings.rope_scaling import ROPE_TYPES, normalize_rope_scaling, rope_scaled_frequencies
 from posenc_lib.encodings.sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
@@ -26,8 +28,10 @@ __all__ = [
     "interleaved_to_half_permutation",
     "normalize_rope_scaling",
     "positions_from_mask",
+    "rope_cos_sin",
     "rope_inverse_frequencies",
     "rope_scaled_frequencies",
+    "rotate_pairs",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
     "t5_relative_position_bucket",

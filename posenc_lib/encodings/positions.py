@@ -2,8 +2,33 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor
+
+
+def require_int(value: object, name: str, minimum: int | None = 0) -> None:
+    """Raise unless ``value`` is an integer ≥ ``minimum`` (a bool is not an integer here).
+
+    ``minimum=None`` checks the type only (the caller checks the range).
+
+    Raises:
+        TypeError: for a non-integer (``10.5``, ``"4"``, a tensor), naming ``name``.
+        ValueError: for an integer below ``minimum``, naming ``name`` and the range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        wanted = "an integer" if minimum is None else f"an integer >= {minimum}"
+        raise TypeError(f"{name} must be {wanted}, got {name}={value!r} "
+                        f"({type(value).__name__})")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value}")
+
+
+def require_tensor(value: object, name: str, shape: str) -> None:
+    """Raise a TypeError unless ``value`` is a tensor (e.g. not a Python list)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor {shape}, got {type(value).__name__}")
 
 
 def positions_from_mask(attention_mask: Tensor) -> Tensor:
@@ -20,12 +45,14 @@ def positions_from_mask(attention_mask: Tensor) -> Tensor:
         int64 ``[batch, seq]``: 0, 1, 2, … over the real tokens of each row, 0 at pads.
 
     Raises:
+        TypeError: if the mask is not a tensor.
         ValueError: if the mask is not 2-D or holds values other than 0 and 1.
 
     Example:
         >>> positions_from_mask(torch.tensor([[0, 0, 1, 1, 1]]))
         tensor([[0, 0, 0, 1, 2]])
     """
+    require_tensor(attention_mask, "attention_mask", "[batch, seq]")
     if attention_mask.dim() != 2:
         raise ValueError(f"attention_mask must be [batch, seq], got shape {tuple(attention_mask.shape)}")
     mask = attention_mask.long()
@@ -38,8 +65,10 @@ def check_positions(positions: Tensor, batch: int, seq: int) -> None:
     """Raise a ValueError unless ``positions`` are integers shaped ``[seq]`` or ``[batch, seq]``.
 
     Raises:
+        TypeError: if positions is not a tensor (e.g. a Python list).
         ValueError: naming the dtype or the shape that was expected.
     """
+    require_tensor(positions, "positions", "of integers, [seq] or [batch, seq]")
     if positions.dtype.is_floating_point or positions.dtype == torch.bool:
         raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
     if positions.shape not in ((seq,), (batch, seq)):

@@ -60,8 +60,20 @@ ANGLE_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 """Dtypes :func:`apply_rope` accepts for its angles (float32 is the default and the library's choice)."""
 
 
+def _check_x(x: Tensor) -> None:
+    """x must be a floating-point tensor: integers would be rotated and truncated."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor [..., seq, head_dim], got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise ValueError("x must be a floating-point tensor (float16, bfloat16, float32 or "
+                         f"float64): a rotated integer tensor would be truncated; got dtype {x.dtype}")
+
+
 def _check_positions(positions: Tensor, x: Tensor) -> None:
     """Integer positions ``[seq]`` or ``[batch, seq]`` that match ``x`` ``[..., seq, head_dim]``."""
+    if not isinstance(positions, Tensor):
+        raise TypeError("positions must be an integer torch.Tensor [seq] or [batch, seq] "
+                        f"(e.g. torch.arange(seq)), got {type(positions).__name__}")
     if x.dim() < 2:
         raise ValueError(f"x must be [..., seq, head_dim], got shape {tuple(x.shape)}")
     seq = x.shape[-2]
@@ -213,14 +225,17 @@ def apply_rope(
         x is float64) whatever x's dtype.
 
     Raises:
-        ValueError: if head_dim is odd, positions are not integers, their shape does not
-            match ``seq`` (and ``batch``), or ``angle_dtype`` is not one of ``ANGLE_DTYPES``.
+        TypeError: if x or positions is not a tensor (e.g. a Python list).
+        ValueError: if x is not floating point, head_dim is odd, positions are not
+            integers, their shape does not match ``seq`` (and ``batch``), or
+            ``angle_dtype`` is not one of ``ANGLE_DTYPES``.
 
     Example:
         >>> q = torch.randn(1, 2, 5, 8)
         >>> apply_rope(q, torch.arange(5)).shape
         torch.Size([1, 2, 5, 8])
     """
+    _check_x(x)
     _check_positions(positions, x)
     _check_head_dim(x.shape[-1])
     if angle_dtype not in ANGLE_DTYPES:
@@ -340,6 +355,7 @@ class RotaryEmbedding(nn.Module):
         taken as a view (no lookup), which is what a model without padding or offsets
         needs.
         """
+        _check_x(x)
         if x.dim() < 2 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must be [..., seq, head_dim={self.head_dim}], got shape {tuple(x.shape)}")
         if positions is None:
@@ -394,3 +410,63 @@ def interleaved_to_half_permutation(head_dim: int) -> Tensor:
     """
     _check_head_dim(head_dim)
     return torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+
+
+def rope_cos_sin(
+    positions: Tensor,
+    head_dim: int,
+    base: float | None = None,
+    *,
+    rope_scaling: Mapping | None = None,
+) -> tuple[Tensor, Tensor]:
+    """RoPE's cos/sin table for ``positions``: cos(p·θ′_i) and sin(p·θ′_i), float32.
+
+    The table :class:`RotaryEmbedding` caches and :func:`apply_rope` computes, for code
+    that rotates its own q and k: ``rotate_pairs(x, cos, sin, interleaved=False)`` gives
+    the same result as ``RotaryEmbedding(head_dim, base, rope_scaling=...)(x,
+    positions)``. Angles are formed in float32 as there (positions in float32 times
+    float32 θ′_i). With YaRN the table is multiplied by its attention factor, as Hugging
+    Face's is; ``dynamic`` takes θ′_i for L = max |p| + 1. Hugging Face's layout (rotate-half,
+    ``[..., seq, head_dim]``) is ``torch.cat([cos, cos], dim=-1)``.
+
+    Args:
+        positions: integer tensor ``[seq]`` or ``[batch, seq]``; negative positions rotate
+            backwards.
+        head_dim: the rotated width d (``rotary_dim`` for partial rotary); even, ≥ 2.
+        base: θ_i = base^(−2i/head_dim); None takes ``rope_scaling["rope_theta"]`` or
+            10 000.
+        rope_scaling: a context-extension method in Hugging Face's vocabulary (see
+            :mod:`~posenc_lib.encodings.rope_scaling`), or None for plain RoPE.
+
+    Returns:
+        ``(cos, sin)``, each ``[..., seq, head_dim // 2]`` float32 on positions' device.
+
+    Raises:
+        TypeError: if positions is not a tensor.
+        ValueError: for positions that are not integers or not 1-D/2-D, and as
+            :func:`~posenc_lib.encodings.rope_scaling.rope_scaled_frequencies`.
+
+    Example:
+        >>> cos, sin = rope_cos_sin(torch.arange(3), 4, base=100.0)
+        >>> cos
+        tensor([[ 1.0000,  1.0000],
+                [ 0.5403,  0.9950],
+                [-0.4161,  0.9801]])
+    """
+    if not isinstance(positions, Tensor):
+        raise TypeError("positions must be an integer torch.Tensor [seq] or [batch, seq] "
+                        f"(e.g. torch.arange(seq)), got {type(positions).__name__}")
+    if positions.dtype.is_floating_point or positions.dtype == torch.bool:
+        raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
+    if positions.dim() not in (1, 2):
+        raise ValueError("positions must be [seq] or [batch, seq], got shape "
+                         f"{tuple(positions.shape)}")
+    params = normalize_rope_scaling(rope_scaling)
+    base = resolve_base(base, params)
+    longest = int(positions.abs().max()) + 1 if positions.numel() else None
+    inv_freq, attention_factor = rope_scaled_frequencies(head_dim, base, params, longest)
+    angles = positions.to(torch.float32)[..., None] * inv_freq.to(positions.device)
+    cos, sin = angles.cos(), angles.sin()  # (..., seq, head_dim/2) float32
+    if attention_factor != 1.0:  # YaRN: q and k scaled (the logits by its square)
+        cos, sin = cos * attention_factor, sin * attention_factor
+    return cos, sin

@@ -7,6 +7,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from posenc_lib.encodings.positions import require_int
+
 SinusoidalLayout = Literal["interleaved", "concatenated"]
 
 
@@ -101,6 +103,7 @@ def sinusoidal_encoding(
         Tensor ``[num_positions, d_model]``, float32, on the CPU.
 
     Raises:
+        TypeError: if ``num_positions`` or ``d_model`` is not an integer.
         ValueError: if ``d_model`` is odd or too small, ``num_positions`` is negative,
             ``base`` is not positive, ``layout`` is unknown, or ``angle_dtype`` is not one
             of :data:`ANGLE_DTYPES`.
@@ -109,8 +112,8 @@ def sinusoidal_encoding(
         >>> sinusoidal_encoding(4, 8).shape
         torch.Size([4, 8])
     """
-    if num_positions < 0:
-        raise ValueError(f"num_positions must be >= 0, got num_positions={num_positions}")
+    require_int(num_positions, "num_positions")
+    require_int(d_model, "d_model", minimum=None)  # sinusoidal_frequencies: even, >= 2
     if angle_dtype not in ANGLE_DTYPES:
         raise ValueError(f"angle_dtype must be one of {ANGLE_DTYPES}, got angle_dtype={angle_dtype}")
     frequencies = sinusoidal_frequencies(d_model, base, layout=layout)  # (d/2,), float64
