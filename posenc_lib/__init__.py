@@ -98,6 +98,7 @@ else:
     from posenc_lib.model import SCHEMES, ModelConfig, TransformerLM, with_rope_scaling
     from posenc_lib.scales import SCALES, Scale, get_scale
     from posenc_lib.sotu import load_sotu  # also registers "sotu" in posenc_lib.data.CORPORA
+    from posenc_lib.table_geometry import TrainedRowDistance, distance_to_trained_rows
     from posenc_lib.train import FineTuneConfig, TrainConfig, TrainRecord, fine_tune, train
 
 __version__ = "0.1.0"
@@ -117,6 +118,7 @@ __all__ = [
     "T5RelativePositionBias",
     "TrainConfig",
     "TrainRecord",
+    "TrainedRowDistance",
     "TransformerLM",
     "alibi_attention",
     "alibi_bias",
@@ -128,6 +130,7 @@ __all__ = [
     "attention_probabilities",
     "causal_mask",
     "device_name",
+    "distance_to_trained_rows",
     "evaluate_perplexity",
     "fine_tune",
     "fine_tune_cached",
