@@ -37,7 +37,13 @@ from posenc_lib.encodings import (
     t5_relative_position_bucket,
 )
 from posenc_lib.evaluate import EvalResult, evaluate_perplexity
-from posenc_lib.model import SCHEMES, ModelConfig, TransformerLM, with_rope_scaling
+from posenc_lib.model import (
+    SCHEMES,
+    ModelConfig,
+    TransformerLM,
+    every_kth_layer,
+    with_rope_scaling,
+)
 from posenc_lib.scales import SCALES, Scale, get_scale
 from posenc_lib.sotu import load_sotu  # also registers "sotu" in posenc_lib.data.CORPORA
 from posenc_lib.train import FineTuneConfig, TrainConfig, TrainRecord, fine_tune, train
@@ -71,6 +77,7 @@ __all__ = [
     "causal_mask",
     "device_name",
     "evaluate_perplexity",
+    "every_kth_layer",
     "fine_tune",
     "fine_tune_cached",
     "get_scale",
