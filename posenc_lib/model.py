@@ -97,7 +97,10 @@ class ModelConfig:
             sees itself and W − 1 earlier keys); required when there is one, else None.
         nope_layers: indices of the layers that rotate nothing (NoPE layers in a RoPE
             model: SmolLM3 every 4th, Llama 4's iRoPE); position ``"rope"`` only.
-            :func:`every_kth_layer` builds the usual pattern. Default ``()``.
+            :func:`every_kth_layer` builds the usual pattern. Default None (none).
+            Both lists are stored as lists (nope_layers sorted, an empty one as None),
+            so a config survives ``to_dict`` → JSON → ``TrainConfig.from_dict``
+            unchanged.
         logit_scaling: a rule of :mod:`~posenc_lib.encodings.logit_scaling`
             (DeepSeek's YaRN softmax scale, Qwen's log-length queries, Llama 4's
             temperature in NoPE layers), or None (default). Stored normalised.
@@ -120,9 +123,9 @@ class ModelConfig:
     scale_token_embedding: bool = False
     rope_fraction: float = 1.0
     rope_fraction_form: str = "neox"
-    layer_types: tuple[str, ...] | None = None
+    layer_types: list[str] | None = None
     sliding_window: int | None = None
-    nope_layers: tuple[int, ...] = ()
+    nope_layers: list[int] | None = None
     logit_scaling: dict | None = None
 
     def __post_init__(self) -> None:
@@ -173,7 +176,7 @@ class ModelConfig:
                                normalize_logit_scaling(self.logit_scaling))
 
     def _check_layer_pattern(self) -> None:
-        """layer_types, sliding_window and nope_layers: checked, stored as tuples."""
+        """layer_types, sliding_window and nope_layers: checked, stored as lists."""
         if self.layer_types is not None:
             types = self.layer_types
             if isinstance(types, str) or not hasattr(types, "__len__") \
@@ -184,7 +187,7 @@ class ModelConfig:
             if bad:
                 raise ValueError(f"layer_types entries must be one of {LAYER_TYPES}, "
                                  f"got {bad}")
-            object.__setattr__(self, "layer_types", tuple(types))
+            object.__setattr__(self, "layer_types", list(types))
         sliding = "sliding_attention" in self.layer_type_list
         window = self.sliding_window
         if sliding and (isinstance(window, bool) or not isinstance(window, int)
@@ -195,7 +198,7 @@ class ModelConfig:
         if not sliding and window is not None:
             raise ValueError("sliding_window is only used by 'sliding_attention' "
                              f"layers, and layer_types has none; got sliding_window={window!r}")
-        nope = self.nope_layers
+        nope = () if self.nope_layers is None else self.nope_layers
         if isinstance(nope, (str, bytes)) or not hasattr(nope, "__iter__"):
             raise ValueError(f"nope_layers must be a list of layer indices, got {nope!r}")
         nope = tuple(nope)
@@ -208,7 +211,7 @@ class ModelConfig:
             if bad or len(set(nope)) != len(nope):
                 raise ValueError("nope_layers must be distinct layer indices in 0 … "
                                  f"{self.num_layers - 1}, got nope_layers={nope!r}")
-        object.__setattr__(self, "nope_layers", tuple(sorted(nope)))
+        object.__setattr__(self, "nope_layers", sorted(nope) if nope else None)
 
     def _check_partial_rotation(self) -> None:
         if self.rope_fraction_form not in PARTIAL_FORMS:
@@ -230,7 +233,7 @@ class ModelConfig:
         """The type of every layer (all ``"full_attention"`` when layer_types is None)."""
         if self.layer_types is None:
             return ("full_attention",) * self.num_layers
-        return self.layer_types
+        return tuple(self.layer_types)
 
     def rotary_options(self) -> dict:
         """Keyword arguments of :class:`RotaryEmbedding` for partial rotation ({} for
@@ -333,7 +336,7 @@ class TransformerLM(nn.Module):
         self.t5_bias = T5RelativePositionBias(c.num_heads) if c.position == "t5" else None
         blocks = []
         for i, layer_type in enumerate(c.layer_type_list):
-            rotary = None if i in c.nope_layers else rotaries.get(layer_type)
+            rotary = None if i in (c.nope_layers or ()) else rotaries.get(layer_type)
             sliding = layer_type == "sliding_attention"
             scaling = c.logit_scaling if applies_to_layer(c.logit_scaling,
                                                           rotary is not None) else None
