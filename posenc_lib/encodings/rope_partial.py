@@ -7,9 +7,9 @@ they choose different dimensions and give them different frequencies:
   ``partial_rotary_factor``, 0.25 in GPT-NeoX-20B and Qwen3-Next): the first
   r = ⌊fraction · d⌋ dimensions are rotated as a RoPE of width r, so their
   frequencies are spread over the rotated width, θ_j = base^(−2j/r),
-  j = 0 … r/2 − 1. The slowest rotated pair still turns at base^(−(r−2)/r), close
-  to 1/base: shrinking the rotated width removes frequencies from the *middle* of the
-  spectrum, not its low end.
+  j = 0 … r/2 − 1. They run from 1 down to base^(−(r−2)/r) (near 1/base when r is
+  large, e.g. base^(−62/64) for r = 64): fewer frequencies over almost the same range,
+  so the low end is kept.
 * **p-RoPE** (Barbero et al. 2025, "Round and Round We Go!", §6; transformers'
   ``"proportional"`` rope type): the full-width frequencies θ_i = base^(−2i/d) are
   kept for the k = ⌊fraction · d/2⌋ fastest pairs i < k, and the rest are set to 0.
