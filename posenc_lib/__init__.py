@@ -95,7 +95,13 @@ else:
         t5_relative_position_bucket,
     )
     from posenc_lib.evaluate import EvalResult, evaluate_perplexity
-    from posenc_lib.model import SCHEMES, ModelConfig, TransformerLM, with_rope_scaling
+    from posenc_lib.model import (
+        SCHEMES,
+        ModelConfig,
+        TransformerLM,
+        every_kth_layer,
+        with_rope_scaling,
+    )
     from posenc_lib.scales import SCALES, Scale, get_scale
     from posenc_lib.sotu import load_sotu  # also registers "sotu" in posenc_lib.data.CORPORA
     from posenc_lib.table_geometry import TrainedRowDistance, distance_to_trained_rows
@@ -132,6 +138,7 @@ __all__ = [
     "device_name",
     "distance_to_trained_rows",
     "evaluate_perplexity",
+    "every_kth_layer",
     "fine_tune",
     "fine_tune_cached",
     "get_scale",

@@ -12,6 +12,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_lib.encodings.positions import require_int
+from posenc_lib.encodings.logit_scaling import (
+    normalize_logit_scaling,
+    query_scale,
+    softmax_scale_multiplier,
+)
 from posenc_lib.encodings.rope import RotaryEmbedding
 
 
@@ -33,6 +38,36 @@ def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = N
     key_positions = torch.arange(k_len, device=device)[None, :]
     mask = torch.zeros(q_len, k_len, device=device, dtype=dtype)
     return mask.masked_fill(key_positions > query_positions, float("-inf"))
+
+
+def sliding_window_mask(q_len: int, k_len: int, window: int, *,
+                        device: torch.device | str | None = None,
+                        dtype: torch.dtype = torch.float32) -> Tensor:
+    """Additive causal sliding-window mask ``[q_len, k_len]``: 0 where the key j
+    satisfies i − window < j ≤ i (query i's position, end-aligned as in
+    :func:`causal_mask`), −inf elsewhere.
+
+    Each query sees itself and the ``window`` − 1 keys before it, the convention of
+    Mistral's and Gemma's ``sliding_window`` (transformers' ``sliding_window_overlay``:
+    ``kv_idx > q_idx − sliding_window``). Positions are indices in the sequence.
+
+    Raises:
+        ValueError: if ``window`` is not an integer ≥ 1, or q_len > k_len.
+    """
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an integer >= 1, got window={window!r}")
+    mask = causal_mask(q_len, k_len, device=device, dtype=dtype)
+    query_positions = torch.arange(q_len, device=device)[:, None] + (k_len - q_len)
+    key_positions = torch.arange(k_len, device=device)[None, :]
+    return mask.masked_fill(key_positions <= query_positions - window, float("-inf"))
+
+
+def local_mask(mask: Tensor | None, seq: int, window: int, dtype: torch.dtype,
+               device: torch.device | str | None = None) -> Tensor:
+    """A finished :func:`score_mask` (or None: plain causal) restricted to a sliding
+    window, ``[B | 1, H | 1, T, T]`` in ``dtype``."""
+    band = sliding_window_mask(seq, seq, window, device=device, dtype=dtype)
+    return band[None, None] if mask is None else mask + band
 
 
 CAUSAL_BLOCK = 512
@@ -103,6 +138,7 @@ def attend(
     *,
     causal: bool = True,
     mask: Tensor | None = None,
+    scale: float | None = None,
 ) -> Tensor:
     """Scaled dot-product attention, softmax(q kᵀ/√D + bias + mask) v (Vaswani et al. 2017, eq. 1).
 
@@ -123,6 +159,9 @@ def attend(
         mask: a finished mask from :func:`score_mask` (bias, and with ``causal`` the
             −inf above the diagonal, already in it), in q's dtype; then ``bias`` must be
             None.
+        scale: the softmax scale that replaces 1/√D (DeepSeek's YaRN multiplies it,
+            :mod:`~posenc_lib.encodings.logit_scaling`); None (default): 1/√D,
+            bit-identical to not passing it.
 
     Returns:
         ``[B, H, T, D]``, q's dtype.
@@ -139,9 +178,9 @@ def attend(
     if mask is None:
         mask = score_mask(bias, t, s, causal=causal, device=q.device, dtype=q.dtype)
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     if not causal or t <= CAUSAL_BLOCK:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     # A float mask hides the causal structure from the kernel, so it would compute every
     # score, also the half above the diagonal that the mask then discards
     # (is_causal=True skips those). Cutting the queries into blocks gives that saving
@@ -153,7 +192,7 @@ def attend(
         keys = stop + offset  # keys 0 … keys − 1 are the only ones these queries see
         blocks.append(F.scaled_dot_product_attention(
             q[:, :, start:stop], k[:, :, :keys], v[:, :, :keys],
-            attn_mask=mask[..., start:stop, :keys],
+            attn_mask=mask[..., start:stop, :keys], scale=scale,
         ))  # (B, H, block, D)
     return torch.cat(blocks, dim=2)  # (B, H, T, D)
 
@@ -166,6 +205,12 @@ class SelfAttention(nn.Module):
         num_heads: H ≥ 1.
         rotary: a :class:`RotaryEmbedding` to apply to q and k, or None.
         causal: mask future keys (default, a language model) or not (an encoder).
+        logit_scaling: a rule of :mod:`~posenc_lib.encodings.logit_scaling` that acts
+            in this layer (a constant on the softmax scale, or a factor on each query
+            by its position), or None (default: no change, bit-identical).
+        sliding_window: local attention: each query sees itself and the
+            ``sliding_window`` − 1 keys before it (:func:`sliding_window_mask`); None
+            (default): every earlier key. Causal layers only.
 
     ``forward(x [B, T, C], bias=None, positions=None, mask=None) -> [B, T, C]``;
     ``positions`` (integer ``[T]`` or ``[B, T]``) defaults to 0 … T−1 and is only used
@@ -173,7 +218,8 @@ class SelfAttention(nn.Module):
     model passes to every layer.
     """
 
-    def __init__(self, d_model: int, num_heads: int, *, rotary: RotaryEmbedding | None = None, causal: bool = True) -> None:
+    def __init__(self, d_model: int, num_heads: int, *, rotary: RotaryEmbedding | None = None, causal: bool = True,
+                 logit_scaling: dict | None = None, sliding_window: int | None = None) -> None:
         super().__init__()
         if num_heads < 1:
             raise ValueError(f"num_heads must be >= 1, got num_heads={num_heads}")
@@ -184,6 +230,15 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(d_model, d_model)
         self.rotary = rotary
         self.causal = causal
+        if sliding_window is not None:
+            if not causal:
+                raise ValueError("sliding_window needs a causal layer, got causal=False")
+            sliding_window_mask(1, 1, sliding_window)  # names a bad window
+        self.sliding_window = sliding_window
+        self.logit_scaling = normalize_logit_scaling(logit_scaling)
+        multiplier = softmax_scale_multiplier(self.logit_scaling)
+        # None: SDPA's own 1/√D, exactly as without logit scaling
+        self.scale = None if multiplier == 1.0 else multiplier / math.sqrt(self.head_dim)
 
     def project(self, x: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Queries, keys and values ``[B, H, T, D]`` for ``x`` ``[B, T, C]``, with RoPE applied to q, k."""
@@ -193,6 +248,12 @@ class SelfAttention(nn.Module):
         q, k, v = (z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
         if self.rotary is not None:  # positions None: 0 … T−1, cos/sin rows as a view
             q, k = self.rotary(q, positions), self.rotary(k, positions)
+        if self.logit_scaling is not None:
+            p = torch.arange(t, device=x.device) if positions is None else positions
+            factor = query_scale(self.logit_scaling, p.to(x.device))  # ([B,] T) or None
+            if factor is not None:
+                factor = factor[:, None, :, None] if factor.dim() == 2 else factor[:, None]
+                q = (q * factor).to(q.dtype)  # (B, H, T, D)
         return q, k, v
 
     def probabilities(self, x: Tensor, bias: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
@@ -203,10 +264,16 @@ class SelfAttention(nn.Module):
         """
         q, k, _ = self.project(x, positions)
         t = q.shape[-2]
-        scores = q.float() @ k.float().transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, T)
+        scores = q.float() @ k.float().transpose(-2, -1)  # (B, H, T, T)
+        if self.scale is None:
+            scores = scores / math.sqrt(self.head_dim)
+        else:
+            scores = scores * self.scale
         if bias is not None:
             scores = scores + bias.float()
-        if self.causal:
+        if self.sliding_window is not None:
+            scores = scores + sliding_window_mask(t, t, self.sliding_window, device=x.device)
+        elif self.causal:
             scores = scores + causal_mask(t, t, device=x.device)
         return scores.softmax(dim=-1)
 
@@ -219,5 +286,9 @@ class SelfAttention(nn.Module):
     ) -> Tensor:
         b, t, c = x.shape
         q, k, v = self.project(x, positions)  # 3 × (B, H, T, D)
-        y = attend(q, k, v, bias, causal=self.causal, mask=mask)  # (B, H, T, D)
+        if self.sliding_window is not None and mask is None:
+            mask = local_mask(score_mask(bias, t, t, device=x.device, dtype=q.dtype),
+                              t, self.sliding_window, q.dtype, x.device)
+            bias = None
+        y = attend(q, k, v, bias, causal=self.causal, mask=mask, scale=self.scale)  # (B, H, T, D)
         return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)

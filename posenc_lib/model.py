@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from posenc_lib.attention import SelfAttention, score_mask
+from posenc_lib.attention import SelfAttention, local_mask, score_mask
 from posenc_lib.encodings import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -27,7 +27,18 @@ from posenc_lib.encodings import (
 )
 from posenc_lib.encodings.learned import DEFAULT_INIT_STD
 from posenc_lib.encodings.positions import check_positions, require_tensor
-from posenc_lib.encodings.rope_scaling import normalize_rope_scaling, resolve_base
+from posenc_lib.encodings.logit_scaling import applies_to_layer, normalize_logit_scaling
+from posenc_lib.encodings.rope_partial import (
+    PARTIAL_FORMS,
+    neox_rotary_dim,
+    p_rope_kept_pairs,
+)
+from posenc_lib.encodings.rope_scaling import (
+    LAYER_TYPES,
+    is_per_layer_type,
+    normalize_rope_parameters,
+    resolve_base,
+)
 
 PositionScheme = Literal["none", "sinusoidal", "learned", "rope", "alibi", "t5"]
 SCHEMES: tuple[str, ...] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
@@ -68,6 +79,31 @@ class ModelConfig:
             ``{"rope_type": "yarn", "factor": 4.0,
             "original_max_position_embeddings": 128}``; None for plain RoPE. Stored
             normalised (defaults filled in), so equal methods give equal configs.
+            May also be transformers v5's nested per-layer-type form,
+            ``{"sliding_attention": {...}, "full_attention": {...}}``, with one entry
+            for every type in ``layer_types``; an entry's ``rope_theta`` is that
+            type's base (Gemma 3: 1e4 local, 1e6 with linear ×8 global), else
+            ``rope_base``.
+        rope_fraction: partial rotation, in (0, 1]; 1.0 (default) rotates every pair.
+        rope_fraction_form: ``"neox"`` (rotate the first ⌊fraction·head_dim⌋ dims,
+            frequencies spread over that width: GPT-NeoX's ``rotary_pct``) or
+            ``"p_rope"`` (keep the ⌊fraction·head_dim/2⌋ fastest pairs, θ_i = 0 for
+            the rest: Barbero et al. 2025); see
+            :mod:`~posenc_lib.encodings.rope_partial`.
+        layer_types: one entry per layer, each ``"full_attention"`` or
+            ``"sliding_attention"`` (transformers' vocabulary); None (default): all
+            full.
+        sliding_window: the window W of the ``"sliding_attention"`` layers (each query
+            sees itself and W − 1 earlier keys); required when there is one, else None.
+        nope_layers: indices of the layers that rotate nothing (NoPE layers in a RoPE
+            model: SmolLM3 every 4th, Llama 4's iRoPE); position ``"rope"`` only.
+            :func:`every_kth_layer` builds the usual pattern. Default None (none).
+            Both lists are stored as lists (nope_layers sorted, an empty one as None),
+            so a config survives ``to_dict`` → JSON → ``TrainConfig.from_dict``
+            unchanged.
+        logit_scaling: a rule of :mod:`~posenc_lib.encodings.logit_scaling`
+            (DeepSeek's YaRN softmax scale, Qwen's log-length queries, Llama 4's
+            temperature in NoPE layers), or None (default). Stored normalised.
     """
 
     position: PositionScheme = "rope"
@@ -85,6 +121,12 @@ class ModelConfig:
     rope_scaling: dict | None = None
     token_init_std: float = 1.0
     scale_token_embedding: bool = False
+    rope_fraction: float = 1.0
+    rope_fraction_form: str = "neox"
+    layer_types: list[str] | None = None
+    sliding_window: int | None = None
+    nope_layers: list[int] | None = None
+    logit_scaling: dict | None = None
 
     def __post_init__(self) -> None:
         # Everything that would fail at the first forward pass fails here, when the model is built.
@@ -114,13 +156,93 @@ class ModelConfig:
         for name in ("rope_base", "sinusoidal_base"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {name}={getattr(self, name)}")
+        self._check_layer_pattern()
         if self.rope_scaling is not None:
             if self.position != "rope":
                 raise ValueError("rope_scaling applies to position='rope' only, "
                                  f"got position={self.position!r}")
-            scaling = normalize_rope_scaling(self.rope_scaling)  # names a bad key
-            resolve_base(self.rope_base, scaling)  # a rope_theta in it must agree
+            scaling = normalize_rope_parameters(self.rope_scaling)  # names a bad key
+            if is_per_layer_type(scaling):
+                missing = sorted(set(self.layer_type_list) - set(scaling))
+                if missing:
+                    raise ValueError("the per-layer-type rope_scaling has no entry for "
+                                     f"the layer type(s) {missing} in layer_types")
+            else:
+                resolve_base(self.rope_base, scaling)  # a rope_theta in it must agree
             object.__setattr__(self, "rope_scaling", scaling)  # frozen: set once
+        self._check_partial_rotation()
+        if self.logit_scaling is not None:
+            object.__setattr__(self, "logit_scaling",
+                               normalize_logit_scaling(self.logit_scaling))
+
+    def _check_layer_pattern(self) -> None:
+        """layer_types, sliding_window and nope_layers: checked, stored as lists."""
+        if self.layer_types is not None:
+            types = self.layer_types
+            if isinstance(types, str) or not hasattr(types, "__len__") \
+                    or len(types) != self.num_layers:
+                raise ValueError(f"layer_types must list one type per layer "
+                                 f"(num_layers={self.num_layers}), got {types!r}")
+            bad = sorted({t for t in types if t not in LAYER_TYPES}, key=str)
+            if bad:
+                raise ValueError(f"layer_types entries must be one of {LAYER_TYPES}, "
+                                 f"got {bad}")
+            object.__setattr__(self, "layer_types", list(types))
+        sliding = "sliding_attention" in self.layer_type_list
+        window = self.sliding_window
+        if sliding and (isinstance(window, bool) or not isinstance(window, int)
+                        or window < 1):
+            raise ValueError("layer_types has 'sliding_attention' layers, so "
+                             "sliding_window must be an integer >= 1, got "
+                             f"sliding_window={window!r}")
+        if not sliding and window is not None:
+            raise ValueError("sliding_window is only used by 'sliding_attention' "
+                             f"layers, and layer_types has none; got sliding_window={window!r}")
+        nope = () if self.nope_layers is None else self.nope_layers
+        if isinstance(nope, (str, bytes)) or not hasattr(nope, "__iter__"):
+            raise ValueError(f"nope_layers must be a list of layer indices, got {nope!r}")
+        nope = tuple(nope)
+        if nope:
+            if self.position != "rope":
+                raise ValueError("nope_layers applies to position='rope' only (the "
+                                 f"other layers rotate q and k), got position={self.position!r}")
+            bad = [i for i in nope if isinstance(i, bool) or not isinstance(i, int)
+                   or not 0 <= i < self.num_layers]
+            if bad or len(set(nope)) != len(nope):
+                raise ValueError("nope_layers must be distinct layer indices in 0 … "
+                                 f"{self.num_layers - 1}, got nope_layers={nope!r}")
+        object.__setattr__(self, "nope_layers", sorted(nope) if nope else None)
+
+    def _check_partial_rotation(self) -> None:
+        if self.rope_fraction_form not in PARTIAL_FORMS:
+            raise ValueError(f"rope_fraction_form must be one of {PARTIAL_FORMS}, got "
+                             f"rope_fraction_form={self.rope_fraction_form!r}")
+        fraction = self.rope_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
+                or not 0 < fraction <= 1:
+            raise ValueError("rope_fraction must be a number in (0, 1], got "
+                             f"rope_fraction={fraction!r}")
+        if fraction != 1.0:
+            if self.position != "rope":
+                raise ValueError("rope_fraction applies to position='rope' only, got "
+                                 f"position={self.position!r}")
+            self.rotary_options()  # an odd or empty rotated width fails here
+
+    @property
+    def layer_type_list(self) -> tuple[str, ...]:
+        """The type of every layer (all ``"full_attention"`` when layer_types is None)."""
+        if self.layer_types is None:
+            return ("full_attention",) * self.num_layers
+        return tuple(self.layer_types)
+
+    def rotary_options(self) -> dict:
+        """Keyword arguments of :class:`RotaryEmbedding` for partial rotation ({} for
+        full rotation, so the default model builds exactly as before)."""
+        if self.rope_fraction == 1.0:
+            return {}
+        if self.rope_fraction_form == "neox":
+            return {"rotary_dim": neox_rotary_dim(self.head_dim, self.rope_fraction)}
+        return {"p_rope_pairs": p_rope_kept_pairs(self.head_dim, self.rope_fraction)}
 
     @property
     def head_dim(self) -> int:
@@ -130,13 +252,34 @@ class ModelConfig:
         return asdict(self)
 
 
+def every_kth_layer(num_layers: int, k: int) -> tuple[int, ...]:
+    """Indices of every k-th layer, counting from 1: k − 1, 2k − 1, … (the NoPE
+    layers of SmolLM3 with k = 4, as transformers' ``no_rope_layer_interval``).
+
+    Raises:
+        ValueError: if num_layers or k is not an integer >= 1.
+
+    Example:
+        >>> every_kth_layer(8, 4)
+        (3, 7)
+    """
+    for name, value in (("num_layers", num_layers), ("k", k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {name}={value!r}")
+    return tuple(i for i in range(num_layers) if (i + 1) % k == 0)
+
+
 class Block(nn.Module):
     """Pre-LayerNorm Transformer block: x + Attn(LN(x)), then x + MLP(LN(x))."""
 
-    def __init__(self, config: ModelConfig, rotary: RotaryEmbedding | None) -> None:
+    def __init__(self, config: ModelConfig, rotary: RotaryEmbedding | None, *,
+                 sliding_window: int | None = None,
+                 logit_scaling: dict | None = None) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(config.d_model)
-        self.attn = SelfAttention(config.d_model, config.num_heads, rotary=rotary)
+        self.attn = SelfAttention(config.d_model, config.num_heads, rotary=rotary,
+                                  sliding_window=sliding_window,
+                                  logit_scaling=logit_scaling)
         self.norm2 = nn.LayerNorm(config.d_model)
         hidden = config.mlp_ratio * config.d_model
         self.mlp = nn.Sequential(nn.Linear(config.d_model, hidden), nn.GELU(), nn.Linear(hidden, config.d_model))
@@ -189,12 +332,17 @@ class TransformerLM(nn.Module):
             if c.learned_init == "sinusoidal":
                 with torch.no_grad():
                     self.learned.table.weight.copy_(sinusoidal_encoding(c.max_positions, c.d_model, c.sinusoidal_base))
-        rotary = None
-        if c.position == "rope":
-            scaling = c.rope_scaling
-            rotary = RotaryEmbedding(c.head_dim, c.rope_base, rope_scaling=scaling)
+        rotaries = self._rotaries(c)  # one per layer type, shared by its layers
         self.t5_bias = T5RelativePositionBias(c.num_heads) if c.position == "t5" else None
-        self.blocks = nn.ModuleList(Block(c, rotary) for _ in range(c.num_layers))
+        blocks = []
+        for i, layer_type in enumerate(c.layer_type_list):
+            rotary = None if i in (c.nope_layers or ()) else rotaries.get(layer_type)
+            sliding = layer_type == "sliding_attention"
+            scaling = c.logit_scaling if applies_to_layer(c.logit_scaling,
+                                                          rotary is not None) else None
+            blocks.append(Block(c, rotary, logit_scaling=scaling,
+                                sliding_window=c.sliding_window if sliding else None))
+        self.blocks = nn.ModuleList(blocks)
         self.final_norm = nn.LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self._sinusoidal_cache = torch.empty(0, c.d_model)
@@ -204,6 +352,23 @@ class TransformerLM(nn.Module):
         self._alibi_mask: tuple[tuple, Tensor] | None = None
         # T5's bucket of every (query, key) pair for the last (length, device) seen
         self._t5_buckets: tuple[tuple, Tensor] | None = None
+
+    @staticmethod
+    def _rotaries(c: ModelConfig) -> dict[str, RotaryEmbedding]:
+        """The rotary module of each layer type ({} for a model without RoPE)."""
+        if c.position != "rope":
+            return {}
+        options = c.rotary_options()
+        if not is_per_layer_type(c.rope_scaling):
+            rotary = RotaryEmbedding(c.head_dim, c.rope_base, rope_scaling=c.rope_scaling,
+                                     **options)
+            return {layer_type: rotary for layer_type in LAYER_TYPES}
+        rotaries = {}
+        for layer_type, params in c.rope_scaling.items():
+            base = params.get("rope_theta", c.rope_base)
+            rotaries[layer_type] = RotaryEmbedding(c.head_dim, base, rope_scaling=params,
+                                                   **options)
+        return rotaries
 
     @property
     def max_length(self) -> int | None:
@@ -384,8 +549,12 @@ class TransformerLM(nn.Module):
         if torch.is_autocast_enabled(x.device.type):
             dtype = torch.get_autocast_dtype(x.device.type)
         mask = self.score_mask(seq, x.device, dtype, positions, attention_mask)
+        local = None  # the sliding-window layers' mask, built once for all of them
+        if self.config.sliding_window is not None:
+            local = local_mask(mask, seq, self.config.sliding_window, dtype, x.device)
         for block in self.blocks:
-            x = block(x, None, positions, mask=mask)
+            window = block.attn.sliding_window is not None
+            x = block(x, None, positions, mask=local if window else mask)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
 
 

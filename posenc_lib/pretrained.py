@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding
+from posenc_lib.encodings.rope_scaling import LAYER_TYPES, is_per_layer_type
 
 
 @dataclass(frozen=True)
@@ -204,15 +205,34 @@ class PosencRopeAttention(nn.Module):
         return attn.o_proj(out), weights
 
 
-def rope_config(model: nn.Module) -> tuple[int, float]:
+def rope_config(model: nn.Module, layer_type: str | None = None) -> tuple[int, float]:
     """(head_dim, base) of a transformers Llama model, read from its config.
 
+    transformers v5 keeps the base in ``rope_parameters``, flat or (when layer types
+    differ, as in Gemma 3) nested by layer type; both are read.
+
+    Args:
+        model: a transformers model with a ``config``.
+        layer_type: which entry of a nested ``rope_parameters`` to read (one of
+            ``"full_attention"``, ``"sliding_attention"``); ignored for a flat one.
+
     Raises:
-        ValueError: if the model's own RoPE is already scaled (it would be silently
-            replaced).
+        ValueError: if the model's own RoPE is already scaled or partial (it would be
+            silently replaced by a full, unscaled rotation), or the parameters are
+            nested and ``layer_type`` is None or not among them.
     """
     config = model.config
     params = dict(getattr(config, "rope_parameters", None) or {})
+    if is_per_layer_type(params):
+        if layer_type not in params:
+            raise ValueError("rope_parameters is nested by layer type "
+                             f"{sorted(params)}; pass layer_type, one of them "
+                             f"(allowed: {LAYER_TYPES}), got layer_type={layer_type!r}")
+        params = dict(params[layer_type])
+    if params.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError("the model rotates part of each head (partial_rotary_factor="
+                         f"{params['partial_rotary_factor']}); use_posenc_rope rotates "
+                         "whole heads")
     if params.get("rope_type", "default") != "default":
         raise ValueError(f"the model's own RoPE is already scaled ({params}); "
                          "use_posenc_rope expects plain RoPE")

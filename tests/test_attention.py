@@ -108,3 +108,95 @@ def test_causal_mask_bad_lengths_fail_in_words(q_len, k_len, error, message) -> 
 
 def test_causal_mask_of_zero_queries_is_empty() -> None:
     assert causal_mask(0, 3).shape == (0, 3)
+
+
+def test_sliding_window_mask_is_transformers_window() -> None:
+    """Against transformers 5.23's ``sliding_window_causal_mask_function`` evaluated
+    at every (query, key) index: the same keys are visible (exact, booleans)."""
+    pytest.importorskip("transformers")
+    from transformers.masking_utils import sliding_window_causal_mask_function
+
+    from posenc_lib.attention import sliding_window_mask
+
+    for window in (1, 3, 8, 40):
+        rule = sliding_window_causal_mask_function(window)
+        index = torch.tensor  # the mask functions take 0-d tensors
+        visible = torch.tensor([[bool(rule(index(0), index(0), index(t), index(s)))
+                                 for s in range(20)] for t in range(20)])
+        mask = sliding_window_mask(20, 20, window)
+        assert torch.equal(mask == 0, visible)
+        assert set(mask.unique().tolist()) <= {0.0, float("-inf")}
+    end_aligned = sliding_window_mask(3, 7, 2)  # queries at key positions 4, 5, 6
+    assert (end_aligned == 0).tolist() == [[False] * 3 + [True, True, False, False],
+                                          [False] * 4 + [True, True, False],
+                                          [False] * 5 + [True, True]]
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        sliding_window_mask(4, 4, 0)
+
+
+def test_sliding_window_layer_matches_explicit() -> None:
+    """SelfAttention(sliding_window=W) against an explicit softmax with the window;
+    largest difference measured 1.2e-07 (float32 kernels vs the explicit product),
+    and probabilities() gives zero weight outside the window."""
+    from posenc_lib.attention import sliding_window_mask
+
+    torch.manual_seed(0)
+    layer = SelfAttention(16, 2, sliding_window=4)
+    x = torch.randn(2, 11, 16)
+    q, k, v = layer.project(x)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8) + sliding_window_mask(11, 11, 4)
+    y = scores.softmax(-1) @ v
+    expected = layer.out(y.transpose(1, 2).reshape(2, 11, 16))
+    assert (layer(x) - expected).abs().max().item() < 1e-6
+    weights = layer.probabilities(x)
+    assert torch.equal(weights[..., 10, :7], torch.zeros(2, 2, 7))
+    with pytest.raises(ValueError, match="sliding_window needs a causal layer"):
+        SelfAttention(16, 2, sliding_window=4, causal=False)
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        SelfAttention(16, 2, sliding_window=0)
+
+
+def test_scale_none_is_the_default_bit_for_bit() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 600, 8) for _ in range(3))
+    bias = alibi_bias(3, 600, 600)
+    assert torch.equal(attend(q, k, v, scale=None), attend(q, k, v))
+    assert torch.equal(attend(q, k, v, bias, scale=None), attend(q, k, v, bias))
+    doubled = attend(q, k, v, bias, scale=2 / math.sqrt(8))
+    assert (doubled - attend(2 * q, k, v, bias)).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize("kind", ["deepseek_yarn", "log_length", "llama4_temperature"])
+def test_logit_scaling_in_a_layer_matches_explicit(kind: str) -> None:
+    """softmax(c_t·q_t·k_s·m/√d) with the rule's query factor c_t and softmax
+    multiplier m, written out; largest difference measured 8.9e-08 (outputs) and
+    3.0e-08 (probabilities)."""
+    from posenc_lib.encodings.logit_scaling import (
+        normalize_logit_scaling,
+        query_scale,
+        softmax_scale_multiplier,
+    )
+
+    params = {"deepseek_yarn": {"factor": 40.0, "mscale_all_dim": 1.0},
+              "log_length": {"original_max_position_embeddings": 4},
+              "llama4_temperature": {"floor_scale": 3, "attn_scale": 0.5}}[kind]
+    rule = normalize_logit_scaling({"kind": kind, **params})
+    torch.manual_seed(0)
+    plain = SelfAttention(16, 2)
+    scaled = SelfAttention(16, 2, logit_scaling=rule)
+    scaled.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 13, 16)
+    positions = torch.arange(13) + 5
+    q, k, v = plain.project(x, positions)
+    factor = query_scale(rule, positions)
+    if factor is not None:
+        q = q * factor[:, None]
+    multiplier = softmax_scale_multiplier(rule)
+    scores = q @ k.transpose(-2, -1) * multiplier / math.sqrt(8) + causal_mask(13, 13)
+    y = scores.softmax(-1) @ v
+    expected = plain.out(y.transpose(1, 2).reshape(2, 13, 16))
+    got = scaled(x, positions=positions)
+    assert (got - expected).abs().max().item() < 1e-6
+    assert not torch.allclose(got, plain(x, positions=positions))
+    weights = scaled.probabilities(x, positions=positions)
+    assert torch.allclose(weights, scores.softmax(-1), atol=1e-6)

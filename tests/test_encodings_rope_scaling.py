@@ -202,7 +202,7 @@ def test_spellings_of_hugging_face_v4_and_v5() -> None:
 @pytest.mark.parametrize(
     "scaling,message",
     [
-        ({"rope_type": "ntk", "factor": 2.0}, "rope_type"),
+        ({"rope_type": "ntk-by-parts", "factor": 2.0}, "rope_type"),
         ({"rope_type": "linear"}, "'factor'"),
         ({"rope_type": "linear", "factor": 0.5}, "'factor'"),
         ({"rope_type": "linear", "factor": "2"}, "'factor'"),
@@ -236,3 +236,104 @@ def test_bad_arguments() -> None:
         rope_scaled_frequencies(16, 10000.0, v5)
     with pytest.raises(ValueError, match="base"):
         rope_scaled_frequencies(16, -1.0, None)
+
+
+def test_static_ntk_is_bloc97s_base_change() -> None:
+    """θ′_i = (base·κ^(d/(d−2)))^(−2i/d) in float64, rounded once: equal bit for bit;
+    the fastest pair keeps θ_0 = 1, the slowest is divided by exactly κ (to 2.2e-16
+    relative in float64, measured)."""
+    d, base, factor = 64, 10000.0, 4.0
+    ours, attention_factor = rope_scaled_frequencies(d, base, {"rope_type": "ntk",
+                                                               "factor": factor})
+    new_base = base * factor ** (d / (d - 2))
+    expected = new_base ** -(torch.arange(0, d, 2, dtype=torch.float64) / d)
+    assert torch.equal(ours, expected.float())
+    assert attention_factor == 1.0
+    plain = base ** -(torch.arange(0, d, 2, dtype=torch.float64) / d)
+    assert expected[0] == 1.0
+    assert abs(plain[-1] / expected[-1] / factor - 1) < 1e-15
+    with pytest.raises(ValueError, match="head_dim must be an even integer >= 4"):
+        rope_scaled_frequencies(2, base, {"rope_type": "ntk", "factor": 2.0})
+
+
+LONGROPE = {"rope_type": "longrope", "factor": 16.0,
+            "original_max_position_embeddings": 64,
+            "short_factor": [1.0, 1.0, 1.5, 2.0], "long_factor": [1.0, 2.0, 4.0, 8.0]}
+
+
+def test_longrope_short_up_to_L0_long_past_it() -> None:
+    """θ′_i = θ_i / short_factor[i] for L ≤ L0 and θ_i / long_factor[i] past it (in
+    float64, rounded once: bit-identical), and the attention factor
+    √(1 + ln κ / ln L0) for both (Ding et al. 2024; Phi-3's code)."""
+    theta = 1e4 ** -(torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    for seq_len, key in ((None, "short_factor"), (64, "short_factor"),
+                         (65, "long_factor"), (10_000, "long_factor")):
+        ours, factor = rope_scaled_frequencies(8, 1e4, LONGROPE, seq_len)
+        assert torch.equal(ours, (theta / torch.tensor(LONGROPE[key],
+                                                       dtype=torch.float64)).float())
+        assert factor == math.sqrt(1 + math.log(16.0) / math.log(64))
+    given_factor = {**LONGROPE, "attention_factor": 1.25}
+    assert rope_scaled_frequencies(8, 1e4, given_factor)[1] == 1.25
+    assert rope_scaled_frequencies(8, 1e4, {**LONGROPE, "factor": 1.0})[1] == 1.0
+
+
+def test_longrope_module_switches_with_the_current_length() -> None:
+    rope = RotaryEmbedding(8, 1e4, rope_scaling=LONGROPE)
+    x = torch.randn(1, 1, 200, 8)
+    factor = math.sqrt(1 + math.log(16.0) / math.log(64))
+
+    def expected(length: int) -> torch.Tensor:
+        seq_len = length if length > 64 else None
+        inv_freq, _ = rope_scaled_frequencies(8, 1e4, LONGROPE, seq_len)
+        angles = torch.arange(length, dtype=torch.float32)[:, None] * inv_freq
+        cos, sin = angles.cos() * factor, angles.sin() * factor
+        return rotate_pairs(x[:, :, :length], cos, sin, interleaved=False)
+
+    for length in (40, 200, 64, 65, 40):  # short, long, back to short
+        assert torch.equal(rope(x[:, :, :length], torch.arange(length)), expected(length))
+
+
+@pytest.mark.parametrize(("scaling", "message"), [
+    ({**LONGROPE, "short_factor": []}, "'short_factor'.*non-empty list"),
+    ({**LONGROPE, "long_factor": [1.0, 0.0, 1.0, 1.0]}, "'long_factor'.*> 0"),
+    ({**LONGROPE, "long_factor": "1,2"}, "'long_factor'.*non-empty list"),
+    ({k: v for k, v in LONGROPE.items() if k != "short_factor"},
+     "needs the key\\(s\\) \\['short_factor'\\]"),
+    ({"rope_type": "ntk"}, "needs the key\\(s\\) \\['factor'\\]"),
+    ({"rope_type": "ntk", "factor": 2.0, "beta_fast": 3}, "does not take"),
+])
+def test_bad_new_types_name_the_key(scaling, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        normalize_rope_scaling(scaling)
+
+
+def test_longrope_factor_lists_must_fit_the_head() -> None:
+    with pytest.raises(ValueError, match="one entry per frequency pair \\(head_dim/2 = 8\\)"):
+        rope_scaled_frequencies(16, 1e4, LONGROPE)
+
+
+def test_nested_per_layer_type_parameters() -> None:
+    """transformers v5's nested form (Gemma 3's layout) is read, entry by entry."""
+    from posenc_lib.encodings.rope_scaling import (
+        is_per_layer_type,
+        normalize_rope_parameters,
+    )
+
+    gemma3 = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+              "full_attention": {"rope_type": "linear", "factor": 8, "rope_theta": 1e6}}
+    out = normalize_rope_parameters(gemma3)
+    assert list(out) == ["full_attention", "sliding_attention"]
+    assert out["full_attention"] == {"rope_type": "linear", "rope_theta": 1e6,
+                                     "factor": 8.0}
+    assert is_per_layer_type(out) and not is_per_layer_type({"rope_type": "default"})
+    assert normalize_rope_parameters({"type": "linear", "factor": 2}) == \
+        normalize_rope_scaling({"type": "linear", "factor": 2})
+    with pytest.raises(ValueError, match="not in the allowed layer types "
+                                         "\\('full_attention', 'sliding_attention'\\)"):
+        normalize_rope_parameters({"chunked_attention": {"rope_type": "default"}})
+    with pytest.raises(ValueError, match="rope_parameters\\['full_attention'\\]: "
+                                         "rope_scaling with rope_type='linear' needs"):
+        normalize_rope_parameters({"full_attention": {"rope_type": "linear"}})
+    with pytest.raises(ValueError, match="mixes per-layer-type dictionaries"):
+        normalize_rope_parameters({"rope_type": "default",
+                                   "full_attention": {"rope_type": "default"}})

@@ -317,3 +317,183 @@ def test_lists_instead_of_tensors_fail_in_words() -> None:
         model(tokens, positions=[0, 1, 2])
     with pytest.raises(TypeError, match=r"attention_mask must be a torch.Tensor .*got list"):
         model(tokens, attention_mask=[[1, 1, 1]])
+
+
+# --- RoPE as models ship it: layer patterns, per-layer-type bases, partial rotation,
+# logit scaling (posenc_lib.model's new ModelConfig fields) ---------------------------
+
+from posenc_lib import every_kth_layer  # noqa: E402
+
+
+def _seeded(config: ModelConfig) -> TransformerLM:
+    torch.manual_seed(0)
+    return TransformerLM(config).eval()
+
+
+def test_explicit_defaults_give_the_same_model_bit_for_bit() -> None:
+    """Spelling out every new field at its default builds the same model and gives
+    the same logits bit for bit (the path existing chapters' models take)."""
+    tokens = torch.randint(0, 256, (2, 40))
+    for position in SCHEMES:
+        extra = {"max_positions": 64} if position == "learned" else {}
+        plain = _seeded(ModelConfig(position=position, d_model=32, num_heads=4, **extra))
+        spelled = _seeded(ModelConfig(position=position, d_model=32, num_heads=4,
+                                      rope_fraction=1.0, rope_fraction_form="neox",
+                                      layer_types=["full_attention"] * 2,
+                                      sliding_window=None, nope_layers=[],
+                                      logit_scaling=None, **extra))
+        with torch.no_grad():
+            assert torch.equal(plain(tokens), spelled(tokens)), position
+
+
+def test_every_kth_layer_is_smollm3s_pattern() -> None:
+    """transformers 5.23's SmolLM3Config(no_rope_layer_interval=4) marks layer i as
+    NoPE (0) where (i + 1) % 4 == 0: the same indices."""
+    pytest.importorskip("transformers")
+    from transformers import SmolLM3Config
+
+    config = SmolLM3Config(num_hidden_layers=12, no_rope_layer_interval=4)
+    nope = tuple(i for i, rope in enumerate(config.no_rope_layers) if not rope)
+    assert every_kth_layer(12, 4) == nope == (3, 7, 11)
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
+        every_kth_layer(12, 0)
+
+
+def test_nope_layers_rotate_nothing() -> None:
+    """A RoPE model whose every layer is NoPE is the NoPE model, bit for bit; with
+    one NoPE layer, that layer has no rotary and the others share one."""
+    tokens = torch.randint(0, 256, (2, 30))
+    all_nope = _seeded(ModelConfig(position="rope", d_model=32, nope_layers=(0, 1)))
+    nope = _seeded(ModelConfig(position="none", d_model=32))
+    with torch.no_grad():
+        assert torch.equal(all_nope(tokens), nope(tokens))
+    mixed = _seeded(ModelConfig(position="rope", d_model=32, num_layers=4,
+                                nope_layers=every_kth_layer(4, 2)))
+    rotaries = [block.attn.rotary for block in mixed.blocks]
+    assert rotaries[1] is None and rotaries[3] is None
+    assert rotaries[0] is rotaries[2] is not None
+
+
+def test_sliding_window_layers_see_only_the_window() -> None:
+    """Two sliding layers of window W: the logits at t depend on tokens
+    t − 2(W − 1) … t only (largest change from an earlier token measured: 0.0),
+    and a window as long as the input gives the full-attention model (largest
+    difference measured 0.0 on one draw; allowed 1e-5, since a float mask and SDPA's
+    is_causal may round differently)."""
+    window, seq = 3, 24
+    config = ModelConfig(position="rope", d_model=32,
+                         layer_types=("sliding_attention",) * 2, sliding_window=window)
+    model = _seeded(config)
+    tokens = torch.randint(0, 256, (1, seq))
+    changed = tokens.clone()
+    t, reach = 20, 2 * (window - 1)
+    changed[0, t - reach - 1] = (changed[0, t - reach - 1] + 1) % 256
+    inside = tokens.clone()
+    inside[0, t - reach] = (inside[0, t - reach] + 1) % 256
+    with torch.no_grad():
+        base = model(tokens)[0, t]
+        assert (model(changed)[0, t] - base).abs().max().item() == 0.0
+        assert (model(inside)[0, t] - base).abs().max().item() > 1e-4
+        wide = _seeded(ModelConfig(position="rope", d_model=32,
+                                   layer_types=("sliding_attention",) * 2,
+                                   sliding_window=seq))
+        full = _seeded(ModelConfig(position="rope", d_model=32))
+        assert (wide(tokens) - full(tokens)).abs().max().item() < 1e-5
+        mask = torch.ones(1, seq, dtype=torch.bool)
+        mask[0, :3] = False  # padding: still finite, still windowed
+        assert torch.isfinite(model(tokens, attention_mask=mask)).all()
+
+
+def test_gemma3_bases_per_layer_type_match_transformers() -> None:
+    """Gemma 3's layout: 5 sliding layers (base 1e4) per global layer (base 1e6,
+    linear ×8), from transformers v5's nested rope_parameters. Each layer's θ_i
+    against Gemma3RotaryEmbedding's per-layer-type inv_freq: largest relative
+    difference measured 0.99 eps (tolerance (ln(base)/2 + 4)·eps as in
+    test_rope_scaling_vs_transformers.py)."""
+    pytest.importorskip("transformers")
+    import math
+
+    from transformers import Gemma3TextConfig
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
+
+    nested = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+              "full_attention": {"rope_type": "linear", "factor": 8.0,
+                                 "rope_theta": 1000000.0}}
+    layer_types = ("sliding_attention",) * 5 + ("full_attention",)
+    config = ModelConfig(position="rope", d_model=64, num_heads=2, num_layers=6,
+                         layer_types=layer_types, sliding_window=4, rope_scaling=nested)
+    model = TransformerLM(config)
+    theirs = Gemma3RotaryEmbedding(Gemma3TextConfig(
+        hidden_size=64, num_attention_heads=2, head_dim=32, num_hidden_layers=6,
+        layer_types=list(layer_types), sliding_window=4, rope_parameters=nested))
+    eps = torch.finfo(torch.float32).eps
+    for block, layer_type in zip(model.blocks, layer_types):
+        expected = getattr(theirs, f"{layer_type}_inv_freq")
+        ours = block.attn.rotary.inv_freq
+        relative = ((ours.double() - expected.double()) / expected.double()).abs().max()
+        base = nested[layer_type]["rope_theta"]
+        assert relative <= (math.log(base) / 2 + 4) * eps
+        assert block.attn.sliding_window == (4 if layer_type == "sliding_attention"
+                                             else None)
+    assert model.blocks[0].attn.rotary is model.blocks[4].attn.rotary
+    assert model.blocks[5].attn.rotary.base == 1e6
+    tokens = torch.randint(0, 256, (1, 10))
+    assert model(tokens).shape == (1, 10, 256)
+
+
+def test_partial_rotation_and_logit_scaling_reach_the_layers() -> None:
+    neox = TransformerLM(ModelConfig(position="rope", d_model=64, num_heads=2,
+                                     rope_fraction=0.25))
+    assert neox.blocks[0].attn.rotary.rotary_dim == 8
+    p_rope = TransformerLM(ModelConfig(position="rope", d_model=64, num_heads=2,
+                                       rope_fraction=0.25, rope_fraction_form="p_rope"))
+    assert p_rope.blocks[0].attn.rotary.p_rope_pairs == 4
+    assert int((p_rope.blocks[0].attn.rotary.inv_freq > 0).sum()) == 4
+    irope = TransformerLM(ModelConfig(
+        position="rope", d_model=32, num_layers=4, nope_layers=every_kth_layer(4, 4),
+        layer_types=("sliding_attention",) * 3 + ("full_attention",), sliding_window=8,
+        logit_scaling={"kind": "llama4_temperature", "floor_scale": 4}))
+    kinds = [block.attn.logit_scaling for block in irope.blocks]
+    assert kinds[:3] == [None] * 3 and kinds[3]["kind"] == "llama4_temperature"
+    qwen = TransformerLM(ModelConfig(position="rope", d_model=32, logit_scaling={
+        "kind": "log_length", "original_max_position_embeddings": 16}))
+    assert all(block.attn.logit_scaling is not None for block in qwen.blocks)
+    tokens = torch.randint(0, 256, (1, 40))
+    for model in (neox, p_rope, irope, qwen):
+        assert torch.isfinite(model(tokens)).all()
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"rope_fraction": 0.0}, "rope_fraction must be a number in \\(0, 1\\]"),
+    ({"rope_fraction": 0.5, "position": "alibi"}, "rope_fraction applies to position='rope'"),
+    ({"rope_fraction_form": "gptj"}, "rope_fraction_form must be one of \\('neox', 'p_rope'\\)"),
+    ({"rope_fraction": 0.1}, "rotary_dim=0"),
+    ({"layer_types": ("full_attention",)}, "one type per layer \\(num_layers=2\\)"),
+    ({"layer_types": ("full_attention", "chunked_attention")},
+     "entries must be one of \\('full_attention', 'sliding_attention'\\)"),
+    ({"layer_types": ("sliding_attention",) * 2}, "sliding_window must be an integer >= 1"),
+    ({"sliding_window": 8}, "sliding_window is only used by 'sliding_attention'"),
+    ({"nope_layers": (2,)}, "distinct layer indices in 0 … 1"),
+    ({"nope_layers": (0, 0)}, "distinct layer indices"),
+    ({"nope_layers": 1}, "nope_layers must be a list of layer indices"),
+    ({"nope_layers": (0,), "position": "alibi"}, "nope_layers applies to position='rope'"),
+    ({"logit_scaling": {"kind": "temperature"}}, "logit_scaling\\['kind'\\] must be one of"),
+    ({"rope_scaling": {"sliding_attention": {"rope_type": "default"}}},
+     "no entry for the layer type\\(s\\) \\['full_attention'\\]"),
+])
+def test_new_fields_are_checked_by_name(kw: dict, message: str) -> None:
+    kw = {"position": "rope", "d_model": 32, "num_heads": 4, **kw}
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**kw)
+
+
+def test_new_fields_survive_a_train_config_round_trip() -> None:
+    from posenc_lib.train import TrainConfig
+
+    config = TrainConfig(model=ModelConfig(
+        position="rope", d_model=32, layer_types=["sliding_attention", "full_attention"],
+        sliding_window=4, nope_layers=[1], rope_fraction=0.5,
+        logit_scaling={"kind": "log_length", "original_max_position_embeddings": 8}))
+    import json
+    again = TrainConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config

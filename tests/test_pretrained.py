@@ -143,3 +143,34 @@ def test_a_model_with_its_own_scaling_is_refused(tiny_llama) -> None:
     tiny_llama.config.rope_parameters = scaled
     with pytest.raises(ValueError, match="already|scaled"):
         use_posenc_rope(tiny_llama)
+
+
+def test_rope_config_reads_nested_per_layer_type_parameters() -> None:
+    """transformers v5 nests rope_parameters by layer type (Gemma 3); rope_config
+    reads the entry of the layer type asked for, from the real Gemma3TextConfig."""
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from transformers import Gemma3TextConfig
+
+    from posenc_lib.pretrained import rope_config
+
+    config = Gemma3TextConfig(hidden_size=64, num_attention_heads=2, head_dim=32,
+                              num_hidden_layers=6)
+    model = SimpleNamespace(config=config)
+    assert rope_config(model, "sliding_attention") == (32, 10000.0)
+    assert rope_config(model, "full_attention") == (32, 1000000.0)
+    with pytest.raises(ValueError, match="pass layer_type, one of them"):
+        rope_config(model)
+    with pytest.raises(ValueError, match="layer_type='chunked_attention'"):
+        rope_config(model, "chunked_attention")
+    config.rope_parameters["full_attention"] = {"rope_type": "linear", "factor": 8.0,
+                                                "rope_theta": 1e6}
+    with pytest.raises(ValueError, match="already scaled"):
+        rope_config(model, "full_attention")
+    partial = SimpleNamespace(config=SimpleNamespace(
+        num_attention_heads=2, hidden_size=64, head_dim=32,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                         "partial_rotary_factor": 0.25}))
+    with pytest.raises(ValueError, match="partial_rotary_factor=0.25"):
+        rope_config(partial)

@@ -198,3 +198,40 @@ def test_cos_sin_table_matches_transformers(params: dict) -> None:
     bound = ((math.log(base) / 2 + 6) * EPS * (positions[:, None] + 1)) * factor
     for ours, reference in ((cos, their_cos[0]), (sin, their_sin[0])):
         assert ((torch.cat([ours, ours], dim=-1) - reference).abs() <= bound).all()
+
+
+def test_longrope_matches_transformers_phi3() -> None:
+    """Phi-3-style LongRoPE (head_dim 96, base 1e4, L0 4096, κ 32; factor lists from a
+    fixed seed): transformers' ``_compute_longrope_parameters`` below and above L0,
+    and Phi3RotaryEmbedding's rotation (its length switch included) at 300 and 6000
+    positions. Largest relative θ′ difference measured 2.5 eps (tolerance
+    (ln(base)/2 + 4)·eps as above); attention factor: difference measured 0.0;
+    rotated vectors within output_bound."""
+    from transformers import Phi3Config
+    from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
+
+    head_dim, base, l0 = 96, 10000.0, 4096
+    generator = torch.Generator().manual_seed(0)
+    short = (1 + torch.rand(head_dim // 2, generator=generator)).tolist()
+    long = (1 + 30 * torch.rand(head_dim // 2, generator=generator)).tolist()
+    params = {"rope_type": "longrope", "factor": 32.0, L0: l0,
+              "short_factor": short, "long_factor": long}
+    config = Phi3Config(hidden_size=2 * head_dim, num_attention_heads=2,
+                        max_position_embeddings=32 * l0,
+                        rope_parameters={**params, "rope_theta": base})
+    for seq_len in (None, l0, l0 + 1, 8 * l0):
+        ours, our_factor = rope_scaled_frequencies(head_dim, base, params, seq_len)
+        theirs, their_factor = ROPE_INIT_FUNCTIONS["longrope"](config, "cpu",
+                                                              seq_len=seq_len)
+        relative = ((ours.double() - theirs.double()).abs() / theirs.double()).max()
+        assert relative <= (math.log(base) / 2 + 4) * EPS, (seq_len, relative / EPS)
+        assert math.isclose(our_factor, their_factor, rel_tol=1e-12)
+    ours = RotaryEmbedding(head_dim, base, rope_scaling=params)
+    theirs = Phi3RotaryEmbedding(config)
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 6000, head_dim)
+    for length in (300, 6000, 300):
+        xs, positions = x[:, :, :length], torch.arange(length)
+        expected = rotate_with_hugging_face(theirs, xs, positions)
+        bound = output_bound(xs, positions, base, ours.attention_factor)
+        assert ((ours(xs, positions) - expected).abs() <= bound).all(), length

@@ -12,11 +12,24 @@ from posenc_lib.encodings.rope import (
     rope_inverse_frequencies,
     rotate_pairs,
 )
-from posenc_lib.encodings.rope_scaling import ROPE_TYPES, normalize_rope_scaling, rope_scaled_frequencies
+from posenc_lib.encodings.logit_scaling import LOGIT_SCALING_KINDS, normalize_logit_scaling
+from posenc_lib.encodings.mrope import MROPE_LAYOUTS, apply_mrope, mrope_angles, mrope_pair_axes
+from posenc_lib.encodings.rope_partial import PARTIAL_FORMS, dimension_frequencies
+from posenc_lib.encodings.rope_scaling import (
+    LAYER_TYPES,
+    ROPE_TYPES,
+    normalize_rope_parameters,
+    normalize_rope_scaling,
+    rope_scaled_frequencies,
+)
 from posenc_lib.encodings.sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
 from posenc_lib.encodings.t5_bias import T5RelativePositionBias, t5_relative_position_bucket
 
 __all__ = [
+    "LAYER_TYPES",
+    "LOGIT_SCALING_KINDS",
+    "MROPE_LAYOUTS",
+    "PARTIAL_FORMS",
     "ROPE_TYPES",
     "LearnedPositionalEmbedding",
     "RotaryEmbedding",
@@ -24,8 +37,14 @@ __all__ = [
     "alibi_bias",
     "alibi_bias_from_mask",
     "alibi_slopes",
+    "apply_mrope",
     "apply_rope",
+    "dimension_frequencies",
     "interleaved_to_half_permutation",
+    "mrope_angles",
+    "mrope_pair_axes",
+    "normalize_logit_scaling",
+    "normalize_rope_parameters",
     "normalize_rope_scaling",
     "positions_from_mask",
     "rope_cos_sin",

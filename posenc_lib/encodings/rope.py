@@ -266,7 +266,15 @@ class RotaryEmbedding(nn.Module):
     multiplies the cached cos/sin by its attention factor. ``"dynamic"`` recomputes
     θ′_i from the current length L = max(positions) + 1 at every call, so a short
     input after a long one gets the unscaled frequencies back (the frequencies are a
-    function of the current input only).
+    function of the current input only); ``"longrope"`` likewise switches from its
+    short to its long factors while L exceeds L0.
+
+    Two forms of partial rotation (:mod:`~posenc_lib.encodings.rope_partial`):
+    ``rotary_dim`` rotates the leading dimensions with frequencies spread over that
+    width (GPT-NeoX's ``rotary_pct``); ``p_rope_pairs=k`` keeps the k
+    highest-frequency pairs of the full head at θ_i = base^(−2i/head_dim) and sets
+    θ_i = 0 for the others, which then pass through unrotated (p-RoPE, Barbero et
+    al. 2025).
 
     Args:
         head_dim: per-head width; even.
@@ -277,10 +285,12 @@ class RotaryEmbedding(nn.Module):
         rope_scaling: a scaling dictionary in Hugging Face's vocabulary
             (``rope_scaling`` or v5's ``rope_parameters``), or None for plain RoPE
             (bit-identical to no argument).
+        p_rope_pairs: p-RoPE: how many pairs keep their frequency (1 … rotary_dim/2);
+            None (default) keeps all, bit-identical to no argument.
 
     Raises:
-        ValueError: for odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``, a
-            bad ``rope_scaling`` (see
+        ValueError: for odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``,
+            ``p_rope_pairs`` outside 1 … rotary_dim/2, a bad ``rope_scaling`` (see
             :func:`~posenc_lib.encodings.rope_scaling.normalize_rope_scaling`), or x
             whose last dimension is not ``head_dim``.
 
@@ -298,6 +308,7 @@ class RotaryEmbedding(nn.Module):
         interleaved: bool = False,
         rotary_dim: int | None = None,
         rope_scaling: Mapping | None = None,
+        p_rope_pairs: int | None = None,
     ) -> None:
         super().__init__()
         _check_head_dim(head_dim)
@@ -312,16 +323,37 @@ class RotaryEmbedding(nn.Module):
         self.inv_freq, self.attention_factor = rope_scaled_frequencies(
             rotary_dim, self.base, self.rope_scaling
         )
+        self.p_rope_pairs = p_rope_pairs
+        if p_rope_pairs is not None:
+            pairs = rotary_dim // 2
+            if isinstance(p_rope_pairs, bool) or not isinstance(p_rope_pairs, int) \
+                    or not 1 <= p_rope_pairs <= pairs:
+                raise ValueError(f"p_rope_pairs must be an integer in 1 … {pairs} "
+                                 f"(rotary_dim/2), got p_rope_pairs={p_rope_pairs!r}")
+            self.inv_freq = self._keep_fastest(self.inv_freq)
         self._cos = torch.empty(0, rotary_dim // 2)
         self._sin = torch.empty(0, rotary_dim // 2)
         self._cache_seq_len: int | None = None  # length whose dynamic θ′_i are cached
 
+    def _keep_fastest(self, inv_freq: Tensor) -> Tensor:
+        """p-RoPE: θ_i unchanged for the first ``p_rope_pairs`` pairs, 0 after them."""
+        if self.p_rope_pairs is None:
+            return inv_freq
+        inv_freq = inv_freq.clone()
+        inv_freq[self.p_rope_pairs:] = 0.0
+        return inv_freq
+
     def _dynamic_seq_len(self, length: int) -> int | None:
-        """The length that sets dynamic NTK's θ′_i (None: unscaled, or not dynamic)."""
+        """The length that sets a length-dependent θ′_i (dynamic NTK, LongRoPE's
+        long factors), or None: unscaled, or not length-dependent."""
         params = self.rope_scaling
-        if params["rope_type"] != "dynamic":
+        if params["rope_type"] not in ("dynamic", "longrope"):
             return None
-        return length if length > params["original_max_position_embeddings"] else None
+        original_length = params["original_max_position_embeddings"]
+        if length <= original_length:
+            return None
+        # LongRoPE has one long set for every L > L0: one cache for all of them
+        return original_length + 1 if params["rope_type"] == "longrope" else length
 
     def _extend_cache(self, length: int, device: torch.device) -> None:
         seq_len = self._dynamic_seq_len(length)
@@ -334,6 +366,7 @@ class RotaryEmbedding(nn.Module):
             inv_freq, _ = rope_scaled_frequencies(
                 self.rotary_dim, self.base, self.rope_scaling, seq_len
             )
+            inv_freq = self._keep_fastest(inv_freq)
         if same_frequencies:  # grow geometrically, not by one each step
             length = max(length, 2 * self._cos.shape[0])
         positions = torch.arange(length, device=device, dtype=torch.float32)
@@ -382,6 +415,8 @@ class RotaryEmbedding(nn.Module):
         scaling = ""
         if self.rope_scaling["rope_type"] != "default":
             scaling = f", rope_scaling={self.rope_scaling}"
+        if self.p_rope_pairs is not None:
+            scaling += f", p_rope_pairs={self.p_rope_pairs}"
         return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, "
                 f"base={self.base}, interleaved={self.interleaved}{scaling}")
 

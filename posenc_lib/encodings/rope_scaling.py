@@ -1,4 +1,4 @@
-"""Stretching RoPE past its training length: interpolation, NTK, YaRN, Llama 3.
+"""Stretching RoPE past its training length: interpolation, NTK, YaRN, Llama 3, LongRoPE.
 
 Every method here changes only the rotation frequencies θ_i (and, for YaRN, a scale
 on q and k); the rotation itself is RoPE's. A method is described by a dictionary in
@@ -19,7 +19,19 @@ Hugging Face's vocabulary, so a real model's config maps onto it unchanged:
   "original_max_position_embeddings": L0}``: Llama 3.1's bands (Dubey et al. 2024;
   the rule as released in Meta's code and in transformers): pairs whose
   wavelength is shorter than L0/high_freq_factor keep θ_i, those longer than
-  L0/low_freq_factor get θ_i/κ, with a linear blend in between.
+  L0/low_freq_factor get θ_i/κ, with a linear blend in between;
+* ``{"rope_type": "ntk", "factor": κ}``: static NTK-aware scaling, the base raised
+  once to base′ = base · κ^(d/(d−2)) (bloc97 2023), whatever the input length;
+* ``{"rope_type": "longrope", "short_factor": [...], "long_factor": [...],
+  "factor": κ, "original_max_position_embeddings": L0}``: LongRoPE (Ding et al.
+  2024, as Phi-3 ships it): θ′_i = θ_i / short_factor[i] while the current length
+  L = max(position) + 1 is at most L0, θ_i / long_factor[i] past it, and cos and
+  sin multiplied by the attention factor √(1 + ln κ / ln L0) (κ > 1; else 1) unless
+  ``attention_factor`` is given.
+
+A per-layer-type dictionary, transformers v5's nested ``rope_parameters`` (Gemma 3:
+``{"sliding_attention": {...}, "full_attention": {...}}``), is read by
+:func:`normalize_rope_parameters`, which checks each entry as above.
 
 transformers v5 calls this dictionary ``rope_parameters`` and keeps the base in it as
 ``rope_theta``; v4 called it ``rope_scaling`` and sometimes wrote ``type`` for
@@ -35,7 +47,8 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
-ROPE_TYPES: tuple[str, ...] = ("default", "linear", "dynamic", "yarn", "llama3")
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "dynamic", "yarn", "llama3", "ntk",
+                               "longrope")
 """The ``rope_type`` values this module implements."""
 
 DEFAULT_BASE = 10000.0
@@ -48,6 +61,8 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "dynamic": ("factor", _L0),
     "yarn": ("factor", _L0),
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", _L0),
+    "ntk": ("factor",),
+    "longrope": ("short_factor", "long_factor", "factor", _L0),
 }
 _OPTIONAL: dict[str, tuple[str, ...]] = {
     "default": (),
@@ -56,6 +71,8 @@ _OPTIONAL: dict[str, tuple[str, ...]] = {
     "yarn": ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim",
              "truncate"),
     "llama3": (),
+    "ntk": (),
+    "longrope": ("attention_factor",),
 }
 _ALWAYS_ALLOWED = ("rope_type", "rope_theta")
 
@@ -146,6 +163,72 @@ def normalize_rope_scaling(rope_scaling: Mapping | None) -> dict:
             raise ValueError("rope_scaling needs low_freq_factor < high_freq_factor, "
                              f"got {low} and {high}")
         out["low_freq_factor"], out["high_freq_factor"] = low, high
+    if rope_type == "longrope":
+        for key in ("short_factor", "long_factor"):
+            out[key] = _factor_list(params[key], key)
+        if params.get("attention_factor") is not None:
+            out["attention_factor"] = _number(params["attention_factor"],
+                                              "attention_factor", rope_type, above=0)
+    return out
+
+
+def _factor_list(values: object, key: str) -> list[float]:
+    """LongRoPE's per-pair divisors: a non-empty list of numbers > 0."""
+    where = f"rope_scaling[{key!r}] (rope_type='longrope')"
+    if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__") \
+            or len(values) == 0:
+        raise ValueError(f"{where} must be a non-empty list of numbers > 0 (one per "
+                         f"frequency pair), got {values!r}")
+    return [_number(v, key, "longrope", above=0) for v in values]
+
+
+LAYER_TYPES: tuple[str, ...] = ("full_attention", "sliding_attention")
+"""Layer types a nested ``rope_parameters`` may name (transformers' ``layer_types``)."""
+
+
+def is_per_layer_type(rope_parameters: Mapping | None) -> bool:
+    """True for transformers v5's nested form: every value is itself a dictionary."""
+    return (isinstance(rope_parameters, Mapping) and len(rope_parameters) > 0
+            and all(isinstance(v, Mapping) for v in rope_parameters.values()))
+
+
+def normalize_rope_parameters(rope_parameters: Mapping | None) -> dict:
+    """:func:`normalize_rope_scaling`, also for the nested per-layer-type form.
+
+    transformers v5 keys ``rope_parameters`` by layer type when layer types differ
+    (Gemma 3: ``{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}``).
+
+    Returns:
+        The flat form normalised, or ``{layer_type: normalised entry}`` with the
+        layer types in :data:`LAYER_TYPES` order.
+
+    Raises:
+        ValueError: for a layer type not in :data:`LAYER_TYPES` (the message lists
+            them), a mix of dictionaries and plain values, or a bad entry (as
+            :func:`normalize_rope_scaling`, naming the layer type).
+
+    Example:
+        >>> normalize_rope_parameters({"sliding_attention": {"rope_theta": 1e4}})
+        {'sliding_attention': {'rope_type': 'default', 'rope_theta': 10000.0}}
+    """
+    if not is_per_layer_type(rope_parameters):
+        if isinstance(rope_parameters, Mapping) and any(
+                isinstance(v, Mapping) for v in rope_parameters.values()):
+            raise ValueError("rope_parameters mixes per-layer-type dictionaries with "
+                             f"plain keys; got keys {sorted(rope_parameters)}")
+        return normalize_rope_scaling(rope_parameters)
+    unknown = sorted(set(rope_parameters) - set(LAYER_TYPES))
+    if unknown:
+        raise ValueError(f"rope_parameters is keyed by layer type; {unknown} not in "
+                         f"the allowed layer types {LAYER_TYPES}")
+    out = {}
+    for layer_type in LAYER_TYPES:
+        if layer_type in rope_parameters:
+            try:
+                out[layer_type] = normalize_rope_scaling(rope_parameters[layer_type])
+            except ValueError as error:
+                raise ValueError(f"rope_parameters[{layer_type!r}]: {error}") from None
     return out
 
 
@@ -216,6 +299,27 @@ def yarn_correction_pair(turns: float, head_dim: int, base: float,
     return head_dim * math.log(fits) / (2 * math.log(base))
 
 
+def static_ntk_base(base: float, head_dim: int, factor: float) -> float:
+    """The static NTK-aware base, base · κ^(d/(d−2)) (bloc97 2023).
+
+    The slowest pair's wavelength grows by exactly κ, the fastest pair (θ_0 = 1)
+    keeps its frequency, and the pairs between interpolate geometrically.
+    """
+    return base * factor ** (head_dim / (head_dim - 2))
+
+
+def longrope_attention_factor(params: Mapping) -> float:
+    """LongRoPE's cos/sin scale: ``attention_factor`` if given, else
+    √(1 + ln κ / ln L0) for κ > 1 and 1 otherwise (Ding et al. 2024; as Phi-3's code
+    and transformers' ``_compute_longrope_parameters``)."""
+    if params.get("attention_factor") is not None:
+        return float(params["attention_factor"])
+    factor, original_length = params["factor"], params[_L0]
+    if factor <= 1.0:
+        return 1.0
+    return math.sqrt(1 + math.log(factor) / math.log(original_length))
+
+
 def yarn_attention_factor(params: Mapping) -> float:
     """YaRN's q/k scale: ``attention_factor`` if given, else 0.1·ln κ + 1.
 
@@ -253,17 +357,19 @@ def rope_scaled_frequencies(
             10 000.
         rope_scaling: a dictionary as in the module docstring, or None (default).
         seq_len: the current input length L (largest position + 1); only ``dynamic``
-            uses it, and only when L > ``original_max_position_embeddings``.
+            and ``longrope`` use it, and only when L > ``original_max_position_embeddings``
+            (``longrope`` then takes ``long_factor``; None or L ≤ L0: ``short_factor``).
 
     Returns:
         ``(inv_freq, attention_factor)``: ``[head_dim // 2]`` float32, radians per
         position; and a float that multiplies cos and sin (so q and k; the logits get
-        its square): 1.0 for every method but YaRN.
+        its square): 1.0 for every method but YaRN and LongRoPE.
 
     Raises:
         ValueError: as :func:`normalize_rope_scaling`; for an odd or too small
             ``head_dim``, a base ≤ 0 or one that disagrees with ``rope_theta``, or
-            ``seq_len`` < 1.
+            ``seq_len`` < 1, or (``longrope``) factor lists whose length is not
+            head_dim/2.
 
     Example:
         >>> rope_scaled_frequencies(4, 100.0, {"rope_type": "linear", "factor": 2})
@@ -271,7 +377,7 @@ def rope_scaled_frequencies(
     """
     params = normalize_rope_scaling(rope_scaling)
     rope_type = params["rope_type"]
-    smallest = 4 if rope_type == "dynamic" else 2
+    smallest = 4 if rope_type in ("dynamic", "ntk") else 2
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) \
             or head_dim < smallest or head_dim % 2:
         raise ValueError(f"head_dim must be an even integer >= {smallest} for "
@@ -294,6 +400,18 @@ def rope_scaled_frequencies(
         attention_factor = yarn_attention_factor(params)
     elif rope_type == "llama3":
         theta = _llama3(theta, params)
+    elif rope_type == "ntk":
+        theta = _base_frequencies(head_dim, static_ntk_base(base, head_dim,
+                                                            params["factor"]))
+    elif rope_type == "longrope":
+        long = seq_len is not None and seq_len > params[_L0]
+        key = "long_factor" if long else "short_factor"
+        divisors = params[key]
+        if len(divisors) != head_dim // 2:
+            raise ValueError(f"rope_scaling[{key!r}] needs one entry per frequency pair "
+                             f"(head_dim/2 = {head_dim // 2}), got {len(divisors)}")
+        theta = theta / torch.tensor(divisors, dtype=torch.float64)
+        attention_factor = longrope_attention_factor(params)
     return theta.to(torch.float32), attention_factor
 
 
