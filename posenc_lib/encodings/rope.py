@@ -183,7 +183,7 @@ def _rotate(
     cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
     if out is None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    compute_bytes = x.numel() * torch.empty(0, dtype=compute_dtype).element_size()
+    compute_bytes = x.numel() * torch.finfo(compute_dtype).bits // 8
     blocked = (
         x.device.type == "cpu"
         and compute_bytes >= _BLOCKED_FROM
