@@ -53,6 +53,7 @@ IN_CACHE = "four passes on one cached block, as often as x has blocks"
 MODULE = "posenc_lib RotaryEmbedding (the model's path)"
 MODULE_POSITIONS = "posenc_lib RotaryEmbedding, positions given"
 COMPLEX = "complex multiply (interleaved)"
+COMPLEX_OUT = "complex multiply (interleaved), out= an existing tensor"
 COMPILED_INTO = "torch.compile(one fused expression), out= an existing tensor"
 COMPILED_NAIVE = "torch.compile(naive rotate-half)"
 YARDSTICKS = (COPY, COPY_INTO, TRIAD)
@@ -149,6 +150,13 @@ def _variants(
         def complex_form() -> torch.Tensor:
             return rope_complex(x, rotations)
 
+        complex_out = torch.empty_like(x)
+
+        def complex_into() -> torch.Tensor:  # one pass: read x, write an existing tensor
+            pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
+            target = torch.view_as_complex(complex_out.unflatten(-1, (-1, 2)))
+            return torch.mul(pairs, rotations, out=target)
+
     else:  # view_as_complex needs float32: upcast and cast back (Meta's Llama code too)
 
         def complex_form() -> torch.Tensor:
@@ -176,6 +184,8 @@ def _variants(
         MODULE_POSITIONS: lambda: rope(x, positions),  # a lookup per call
         COMPLEX: complex_form,
     }
+    if x.dtype == torch.float32:
+        variants[COMPLEX_OUT] = complex_into
     if compile_kernel and large:
         torch._dynamo.reset()  # a fresh compilation for every case, not a recompilation
         for name, fn, args in (
