@@ -76,7 +76,7 @@ def _four_passes(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     """The library's kernel as it was at commit bf5fcbc: x upcast as a whole, a new
     float32 result, four passes over all of it, one cast back."""
     x_c = x.float()
-    out = torch.empty(x.shape, dtype=torch.float32)
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
     rope_module._rotate_passes(x_c, cos, sin, out, False, 1.0)
     return out if out.dtype == x.dtype else out.to(x.dtype)
 
@@ -109,7 +109,7 @@ def _in_cache(
         block, c, s = flat[: max(1, rows // seq)], cos, sin
     repeats = -(-x.numel() // block.numel())  # ceil
     block = block.clone()
-    result = torch.empty(block.shape, dtype=torch.float32)
+    result = torch.empty(block.shape, dtype=torch.float32, device=x.device)
     final = torch.empty_like(block)
     source = block if block.dtype == torch.float32 else torch.empty_like(result)
 
@@ -163,8 +163,10 @@ def _variants(
             return rope_complex(x.float(), rotations).to(x.dtype)
 
     generator = torch.Generator().manual_seed(1)
-    a = torch.empty(STREAM_NUMEL)
-    b, c = (torch.randn(STREAM_NUMEL, generator=generator) for _ in range(2))
+    a = torch.empty(STREAM_NUMEL, device=x.device)
+    b, c = (
+        torch.randn(STREAM_NUMEL, generator=generator).to(x.device) for _ in range(2)
+    )
     target = torch.empty_like(b)
     buffer, rotated_in_place = torch.empty_like(x), x.clone()
     variants = {
@@ -215,8 +217,6 @@ def run(
     progress: bool = True,
 ) -> tuple[dict, list[dict]]:
     """Every variant at every (shape, dtype); returns (configuration, rows)."""
-    if device.type != "cpu":
-        raise ValueError("the RoPE suite measures CPU memory bandwidth; use --device cpu")
     shapes = {"small": SHAPES["small"]} if quick else SHAPES
     cases = [(name, shape, dtype) for name, shape in shapes.items() for dtype in DTYPES]
     config = {
