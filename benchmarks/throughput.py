@@ -74,7 +74,7 @@ def _eval_forward(
 
 def _one_sdpa_call(step: Callable[[], None]) -> Callable[[], None]:
     """``step`` with attention's query blocks turned off: a causal float mask goes to
-    SDPA in one call, as the library did before (what the blocks buy, side by side)."""
+    SDPA in one call (what the blocks buy, side by side)."""
 
     def call() -> None:
         saved = attention_module.CAUSAL_BLOCK
