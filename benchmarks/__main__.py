@@ -16,7 +16,7 @@ from posenc_lib.device import pick_device
 SUITES = {  # suite name -> (module in benchmarks/, title of its table)
     "rope": (
         "rope",
-        "RoPE application: time, achieved bandwidth, fraction of a copy's",
+        "RoPE application: time, achieved bandwidth, fraction of memory bandwidth",
     ),
     "attention": ("attention", "attention per scheme: time and peak memory against L"),
     "model": (

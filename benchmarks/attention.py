@@ -42,13 +42,13 @@ LENGTHS = (256, 512, 1024, 2048, 4096)
 
 CAUSAL = "causal SDPA (NoPE, sinusoidal, learned)"
 ROPE = "RoPE: rotate q, k + causal SDPA"
-ALIBI_BEFORE = "ALiBi: mask built per call, one SDPA call (library before)"
+ALIBI_BEFORE = "ALiBi: mask built per call, one SDPA call"
 ALIBI_ONE_CALL = "ALiBi: mask built once, one SDPA call"
-ALIBI_NOW = "ALiBi: mask built once, query blocks (library now)"
+ALIBI_NOW = "ALiBi: mask built once, query blocks (library)"
 ALIBI_FLEX = "ALiBi: FlexAttention score_mod"
 ALIBI_KEYS = "ALiBi: folded into the keys"
-T5_BEFORE = "T5 bias: bias + mask per call, one SDPA call (library before)"
-T5_NOW = "T5 bias: mask lookup per call, query blocks (library now)"
+T5_BEFORE = "T5 bias: bias and mask per call, one SDPA call"
+T5_NOW = "T5 bias: one lookup per call, query blocks (library)"
 
 SCHEME_OF = {
     CAUSAL: "none",

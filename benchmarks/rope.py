@@ -1,17 +1,23 @@
-"""RoPE application: the library's kernel against other ways to write it, and a copy.
+"""RoPE application: the library's kernel against other ways to write it, and against
+the machine's memory bandwidth.
 
 An elementwise operation is limited by memory bandwidth: its floor is the time to read
 its inputs and write its output once. So each variant's time is turned into achieved
 bandwidth, ``rope_bytes`` (read x, write the result, read the cos/sin tables) per
-second, and compared with the bandwidth of a plain copy (``x.clone()``: read x, write a
-new tensor of x's size) measured in the same run. The deterministic count of what each
-eager variant does (operations, tensors allocated, bytes read and written) comes from
-:func:`posenc_lib.benchmark.memory_traffic`.
+second, and divided by the machine's achievable bandwidth measured in the same run and
+in the same rounds: a copy of 64 MiB of float32 into a tensor that already exists
+(``BANDWIDTH``), with a STREAM-style triad ``a = b + s·c`` on three such tensors beside
+it. Both are larger than the caches of the machine the book ran on (32 MiB L3). A copy
+into a *new* tensor (``x.clone()``) is timed too: it also pays for fresh memory, and
+``page_faults`` counts the minor page faults one call causes. The deterministic count
+of what each eager variant does (operations, tensors allocated, bytes read and written
+if nothing stayed in a cache) comes from :func:`posenc_lib.benchmark.memory_traffic`.
 """
 
 from __future__ import annotations
 
 import gc
+import resource
 from collections.abc import Callable
 
 import torch
@@ -24,24 +30,33 @@ from posenc_lib.benchmark import (
     rope_complex,
     rope_rotate_half_naive,
 )
-from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope, rotate_pairs
+from posenc_lib.encodings import rope as rope_module
+from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope
 from posenc_lib.progress import progress_bar
 
 SHAPES = {
     "large": (1, 32, 4096, 128),  # one layer of a 7B-class model at 4096 positions
     "small": (32, 4, 128, 24),  # the book model's queries in training (scale "book")
 }
+STREAM_NUMEL = 16 * 2**20  # float32 elements of each yardstick tensor: 64 MiB
 
+COPY = "copy into a new tensor (x.clone())"
+COPY_INTO = "copy into an existing tensor (64 MiB float32)"
+TRIAD = "triad a = b + s·c (3 × 64 MiB float32)"
 NAIVE = "naive rotate-half"
-BEFORE = "posenc_lib before (upcast, slices, cat)"
-COPY_INTO = "copy into an existing tensor"
+BEFORE = "posenc_lib at 039df76 (upcast, slices, cat)"
+PASSES = "four passes over all of x (posenc_lib at bf5fcbc)"
 LIBRARY = "posenc_lib apply_rope"
+LIBRARY_OUT = "posenc_lib apply_rope, out= an existing tensor"
+LIBRARY_IN_PLACE = "posenc_lib apply_rope, in place (out=x)"
+IN_CACHE = "four passes on one cached block, as often as x has blocks"
 MODULE = "posenc_lib RotaryEmbedding (the model's path)"
 MODULE_POSITIONS = "posenc_lib RotaryEmbedding, positions given"
 COMPLEX = "complex multiply (interleaved)"
-COMPILED = "torch.compile(rotate_pairs)"
+COMPLEX_OUT = "complex multiply (interleaved), out= an existing tensor"
+COMPILED_INTO = "torch.compile(one fused expression), out= an existing tensor"
 COMPILED_NAIVE = "torch.compile(naive rotate-half)"
-COPY = "copy (x.clone())"
+YARDSTICKS = (COPY, COPY_INTO, TRIAD)
 
 
 def _rotate_before(
@@ -57,7 +72,69 @@ def _rotate_before(
     return out.to(x.dtype)
 
 
-def _variants(x: torch.Tensor, compile_kernel: bool) -> dict[str, Callable[[], object]]:
+def _four_passes(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The library's kernel as it was at commit bf5fcbc: x upcast as a whole, a new
+    float32 result, four passes over all of it, one cast back."""
+    x_c = x.float()
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    rope_module._rotate_passes(x_c, cos, sin, out, False, 1.0)
+    return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+def _fused(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor
+) -> torch.Tensor:
+    """Rotate-half as one expression written into ``out``: a compiler may make it one
+    loop that reads x once and writes out once."""
+    half = x.shape[-1] // 2
+    xf = x.float()
+    x1, x2 = xf[..., :half], xf[..., half:]
+    rotated = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    return out.copy_(rotated)
+
+
+def _in_cache(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> Callable[[], None]:
+    """The library's blocked loop without its memory traffic: the four passes (with the
+    up- and down-casts of bfloat16) on one block of x that stays in the cache, run as
+    many times as x has blocks. Its time is what the arithmetic and the calls cost."""
+    d = x.shape[-1]
+    rows = max(1, rope_module._BLOCK_BYTES * torch.get_num_threads() // (d * 4))
+    flat = x.reshape(-1, x.shape[-2], d)
+    seq = x.shape[-2]
+    if seq >= rows:
+        block, c, s = flat[0, :rows], cos[:rows], sin[:rows]
+    else:
+        block, c, s = flat[: max(1, rows // seq)], cos, sin
+    repeats = -(-x.numel() // block.numel())  # ceil
+    block = block.clone()
+    result = torch.empty(block.shape, dtype=torch.float32, device=x.device)
+    final = torch.empty_like(block)
+    source = block if block.dtype == torch.float32 else torch.empty_like(result)
+
+    def call() -> None:
+        for _ in range(repeats):
+            if source is not block:
+                source.copy_(block)
+            rope_module._rotate_passes(source, c, s, result, False, 1.0)
+            if final.dtype != torch.float32:
+                final.copy_(result)
+
+    return call
+
+
+def _minor_faults(fn: Callable[[], object]) -> int:
+    """Minor page faults of the process during one call of ``fn`` (fresh memory is
+    mapped page by page the first time it is written)."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    fn()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def _variants(
+    x: torch.Tensor, compile_kernel: bool, large: bool
+) -> dict[str, Callable[[], object]]:
     """The calls to compare for one input ``x`` ``[batch, heads, seq, head_dim]``."""
     seq, head_dim = x.shape[-2], x.shape[-1]
     positions = torch.arange(seq, device=x.device)
@@ -73,55 +150,60 @@ def _variants(x: torch.Tensor, compile_kernel: bool) -> dict[str, Callable[[], o
         def complex_form() -> torch.Tensor:
             return rope_complex(x, rotations)
 
+        complex_out = torch.empty_like(x)
+
+        def complex_into() -> torch.Tensor:  # one pass: read x, write an existing tensor
+            pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
+            target = torch.view_as_complex(complex_out.unflatten(-1, (-1, 2)))
+            return torch.mul(pairs, rotations, out=target)
+
     else:  # view_as_complex needs float32: upcast and cast back (Meta's Llama code too)
 
         def complex_form() -> torch.Tensor:
             return rope_complex(x.float(), rotations).to(x.dtype)
 
-    target = torch.empty_like(x)
+    generator = torch.Generator().manual_seed(1)
+    a = torch.empty(STREAM_NUMEL, device=x.device)
+    b, c = (
+        torch.randn(STREAM_NUMEL, generator=generator).to(x.device) for _ in range(2)
+    )
+    target = torch.empty_like(b)
+    buffer, rotated_in_place = torch.empty_like(x), x.clone()
     variants = {
         COPY: lambda: x.clone(),
-        COPY_INTO: lambda: target.copy_(
-            x
-        ),  # the same bytes, into memory already touched
+        COPY_INTO: lambda: target.copy_(b),
+        TRIAD: lambda: torch.add(b, c, alpha=3.0, out=a),
         NAIVE: lambda: rope_rotate_half_naive(x, cos_full, sin_full),
         BEFORE: lambda: _rotate_before(x, cos, sin),
+        PASSES: lambda: _four_passes(x, cos, sin),
         LIBRARY: lambda: apply_rope(x, positions),
-        MODULE: lambda: rope(
-            x
-        ),  # default positions 0 … seq − 1, as SelfAttention calls it
-        MODULE_POSITIONS: lambda: rope(
-            x, positions
-        ),  # a lookup per call (padding, offsets)
+        LIBRARY_OUT: lambda: apply_rope(x, positions, out=buffer),
+        LIBRARY_IN_PLACE: lambda: apply_rope(
+            rotated_in_place, positions, out=rotated_in_place
+        ),
+        IN_CACHE: _in_cache(x, cos, sin),
+        MODULE: lambda: rope(x),  # default positions 0 … seq − 1, as the model calls it
+        MODULE_POSITIONS: lambda: rope(x, positions),  # a lookup per call
         COMPLEX: complex_form,
     }
-    if compile_kernel:
+    if x.dtype == torch.float32:
+        variants[COMPLEX_OUT] = complex_into
+    if compile_kernel and large:
         torch._dynamo.reset()  # a fresh compilation for every case, not a recompilation
-        compiled = torch.compile(rotate_pairs)
-        try:
-            compiled(
-                x, cos, sin, interleaved=False
-            )  # compile now, not in the timed rounds
-        except (
-            Exception
-        ) as error:  # noqa: BLE001 - report and go on with the other variants
-            print(
-                f"torch.compile failed for {tuple(x.shape)} {x.dtype}: "
-                f"{type(error).__name__}"
-            )
-        else:
-            variants[COMPILED] = lambda: compiled(x, cos, sin, interleaved=False)
-        # the tutorial form compiled: the compiler may fuse its five operations
-        compiled_naive = torch.compile(rope_rotate_half_naive)
-        try:
-            compiled_naive(x, cos_full, sin_full)
-        except Exception as error:  # noqa: BLE001
-            print(
-                f"torch.compile failed for {tuple(x.shape)} {x.dtype}: "
-                f"{type(error).__name__}"
-            )
-        else:
-            variants[COMPILED_NAIVE] = lambda: compiled_naive(x, cos_full, sin_full)
+        for name, fn, args in (
+            (COMPILED_INTO, _fused, (x, cos, sin, buffer)),
+            (COMPILED_NAIVE, rope_rotate_half_naive, (x, cos_full, sin_full)),
+        ):
+            compiled = torch.compile(fn)
+            try:
+                compiled(*args)  # compile now, not in the timed rounds
+            except Exception as error:  # noqa: BLE001 - report, go on with the others
+                print(
+                    f"torch.compile failed for {tuple(x.shape)} {x.dtype}: "
+                    f"{type(error).__name__}"
+                )
+            else:
+                variants[name] = lambda compiled=compiled, args=args: compiled(*args)
     return variants
 
 
@@ -143,22 +225,29 @@ def run(
         "repeats": repeats,
         "warmup": warmup,
         "compile": compile_kernel,
+        "compiled_shapes": ["large"] if compile_kernel else [],
         "bytes_model": "read x, write result, read cos and sin [seq, d/2] float32",
+        "bandwidth": "copy of 64 MiB float32 into an existing tensor, same rounds",
+        "block_bytes_per_thread": rope_module._BLOCK_BYTES,
+        "blocked_from_bytes": rope_module._BLOCKED_FROM,
+        "threads": torch.get_num_threads(),
     }
     rows = []
+    stream_bytes = STREAM_NUMEL * 4
     for name, shape, dtype_name in progress_bar(cases, desc="rope", enabled=progress):
         dtype = DTYPES[dtype_name]
         x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(
             device, dtype
         )
-        variants = _variants(x, compile_kernel)
+        variants = _variants(x, compile_kernel, name == "large")
         timings = compare(variants, device, repeats=repeats, warmup=warmup)
         x_bytes = x.numel() * x.element_size()
         needed = rope_bytes(tuple(shape), dtype)
-        copy_rate = 2 * x_bytes / timings[COPY].median  # bytes/s of a copy, this run
+        bandwidth = 2 * stream_bytes / timings[COPY_INTO].median  # bytes/s, this run
         naive_time = timings[NAIVE].median
+        moved_by = {COPY: 2 * x_bytes, COPY_INTO: 2 * stream_bytes, TRIAD: 3 * stream_bytes}
         for variant, timing in timings.items():
-            moved = 2 * x_bytes if variant in (COPY, COPY_INTO) else needed
+            moved = moved_by.get(variant, needed)
             rate = moved / timing.median
             row = {
                 "shape_name": name,
@@ -168,13 +257,12 @@ def run(
                 **timing_columns(timing),
                 "bytes_needed": moved,
                 "gb_per_s": rate / 1e9,
-                "fraction_of_copy": rate / copy_rate,
+                "fraction_of_bandwidth": rate / bandwidth,
                 "speedup_over_naive": naive_time / timing.median,
+                "page_faults": _minor_faults(variants[variant]),
             }
-            if variant not in (
-                COMPILED,
-                COMPILED_NAIVE,
-            ):  # a dispatch mode sees eager ops only
+            if variant not in (COMPILED_INTO, COMPILED_NAIVE):
+                # a dispatch mode sees eager operations only
                 traffic = memory_traffic(variants[variant])
                 row.update(
                     operations=sum(traffic.operations.values()),
@@ -195,10 +283,9 @@ COLUMNS = (
     "median_ms",
     "q1_ms",
     "q3_ms",
-    "cpu_median_ms",
     "gb_per_s",
-    "fraction_of_copy",
+    "fraction_of_bandwidth",
     "speedup_over_naive",
+    "page_faults",
     "allocations",
-    "bytes_moved_model",
 )

@@ -5,7 +5,8 @@ fresh and seeded (speed does not depend on what it has learned). One training ca
 an AdamW step on a batch of 32 × L_train = 128 random byte windows, forward and
 backward; one evaluation call is a forward pass without gradients over 8 × L = 2048
 (16 384 tokens, the batch :func:`posenc_lib.evaluate.evaluate_perplexity` uses at that
-length). The learned table gets 2048 rows so that it can be evaluated at L = 2048 too.
+length), and one more over as many tokens at L = L_train = 128 (128 × 128), so that
+the cost past L_train can be told from the cost at L_train. The learned table gets 2048 rows so that it can be evaluated at L = 2048 too.
 Schemes run interleaved, so a slow spell of the machine hits them all. For ALiBi and T5
 the evaluation also runs with the library's query blocks turned off (``"alibi, one SDPA
 call"``).
@@ -73,7 +74,7 @@ def _eval_forward(
 
 def _one_sdpa_call(step: Callable[[], None]) -> Callable[[], None]:
     """``step`` with attention's query blocks turned off: a causal float mask goes to
-    SDPA in one call, as the library did before (what the blocks buy, side by side)."""
+    SDPA in one call (what the blocks buy, side by side)."""
 
     def call() -> None:
         saved = attention_module.CAUSAL_BLOCK
@@ -98,12 +99,15 @@ def run(
     """Training and evaluation throughput per scheme; returns (configuration, rows)."""
     train_batch, train_length = (32, 128)
     eval_batch, eval_length = (2, 512) if quick else (8, 2048)
+    # evaluation at L = L_train too, with as many tokens per call as the long one
+    short_batch = eval_batch * eval_length // train_length
     config = {
         "scale": scale_name,
         "train_batch": train_batch,
         "train_length": train_length,
         "eval_batch": eval_batch,
         "eval_length": eval_length,
+        "eval_at_train_length_batch": short_batch,
         "repeats": repeats,
         "warmup": warmup,
         "dtype": "float32",
@@ -111,12 +115,17 @@ def run(
         "learned_max_positions": eval_length,
     }
     rows = []
-    for mode in progress_bar(("train", "eval"), desc="throughput", enabled=progress):
+    modes = ("train", "eval", "eval_at_train_length")
+    for mode in progress_bar(modes, desc="throughput", enabled=progress):
         variants = {}
         for scheme in SCHEMES:
             model = _model(scheme, scale_name, eval_length, device)
             if mode == "train":
                 variants[scheme] = _train_step(model, train_batch, train_length, device)
+            elif mode == "eval_at_train_length":
+                variants[scheme] = _eval_forward(
+                    model, short_batch, train_length, device
+                )
             else:
                 variants[scheme] = _eval_forward(model, eval_batch, eval_length, device)
                 if scheme in ("alibi", "t5") and hasattr(
@@ -126,11 +135,11 @@ def run(
                         variants[scheme]
                     )
         timings = compare(variants, device, repeats=repeats, warmup=warmup)
-        batch, length = (
-            (train_batch, train_length)
-            if mode == "train"
-            else (eval_batch, eval_length)
-        )
+        batch, length = {
+            "train": (train_batch, train_length),
+            "eval": (eval_batch, eval_length),
+            "eval_at_train_length": (short_batch, train_length),
+        }[mode]
         tokens = batch * length
         nope = tokens / timings["none"].median
         nope_cpu = timings["none"].cpu_median

@@ -42,5 +42,7 @@ def test_every_suite_runs_and_saves_json(tmp_path: Path, capsys) -> None:
     assert {
         "naive rotate-half",
         "posenc_lib apply_rope",
-        "copy (x.clone())",
+        "posenc_lib apply_rope, out= an existing tensor",
+        "copy into a new tensor (x.clone())",
+        "copy into an existing tensor (64 MiB float32)",
     } <= variants

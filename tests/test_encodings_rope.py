@@ -353,3 +353,68 @@ def test_rope_cos_sin_bad_input() -> None:
 def test_positions_from_mask_refuses_a_list() -> None:
     with pytest.raises(TypeError, match=r"attention_mask must be a torch.Tensor .*got list"):
         positions_from_mask([[0, 1, 1]])
+
+
+def _rope_both_ways(monkeypatch, x, positions, **kwargs):
+    """apply_rope in one pass over all of x, and block by block (tiny blocks)."""
+    from posenc_lib.encodings import rope as rope_module
+
+    monkeypatch.setattr(rope_module, "_BLOCKED_FROM", 1 << 62)
+    whole = apply_rope(x, positions, **kwargs)
+    monkeypatch.setattr(rope_module, "_BLOCKED_FROM", 0)
+    monkeypatch.setattr(rope_module, "_BLOCK_BYTES", 3 * x.shape[-1] * 4)  # 3 rows
+    return whole, apply_rope(x, positions, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("seq", [2, 7])  # blocks of whole slices, blocks along seq
+def test_blocks_give_bitwise_the_same_result(monkeypatch, dtype, interleaved, seq) -> None:
+    g = torch.Generator().manual_seed(seq)
+    x = torch.randn(2, 3, seq, 8, generator=g).to(dtype)
+    for positions in (torch.arange(seq) + 5, torch.randint(-9, 99, (2, seq), generator=g)):
+        whole, blocked = _rope_both_ways(monkeypatch, x, positions, interleaved=interleaved)
+        assert blocked.dtype == dtype and torch.equal(whole, blocked)
+
+
+def test_blocks_give_bitwise_the_same_gradient(monkeypatch) -> None:
+    from posenc_lib.encodings import rope as rope_module
+
+    x = torch.randn(2, 3, 7, 8, requires_grad=True)
+    grad_out = torch.randn(2, 3, 7, 8)
+    grads = []
+    for blocked_from in (1 << 62, 0):
+        monkeypatch.setattr(rope_module, "_BLOCKED_FROM", blocked_from)
+        monkeypatch.setattr(rope_module, "_BLOCK_BYTES", 3 * 8 * 4)
+        (grad,) = torch.autograd.grad(apply_rope(x, torch.arange(7)), x, grad_out)
+        grads.append(grad)
+    assert torch.equal(*grads)
+
+
+@pytest.mark.parametrize("blocked_from", [1 << 62, 0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_out_and_in_place(monkeypatch, blocked_from, dtype) -> None:
+    from posenc_lib.encodings import rope as rope_module
+
+    monkeypatch.setattr(rope_module, "_BLOCKED_FROM", blocked_from)
+    monkeypatch.setattr(rope_module, "_BLOCK_BYTES", 3 * 8 * 4)
+    x = torch.randn(2, 3, 7, 8).to(dtype)
+    positions = torch.arange(7)
+    expected = apply_rope(x, positions)
+    out = torch.empty_like(x)
+    assert apply_rope(x, positions, out=out) is out and torch.equal(out, expected)
+    y = x.clone()
+    assert apply_rope(y, positions, out=y) is y and torch.equal(y, expected)
+
+
+def test_out_errors() -> None:
+    x = torch.randn(1, 2, 5, 8)
+    positions = torch.arange(5)
+    for bad in (torch.empty(1, 2, 5, 6), torch.empty_like(x, dtype=torch.float64),
+                torch.empty(1, 2, 8, 5).transpose(-1, -2)):
+        with pytest.raises(ValueError, match="out must"):
+            apply_rope(x, positions, out=bad)
+    with pytest.raises(ValueError, match="does not record gradients"):
+        apply_rope(x.requires_grad_(), positions, out=torch.empty(1, 2, 5, 8))
+    with torch.no_grad():
+        apply_rope(x, positions, out=torch.empty(1, 2, 5, 8))

@@ -74,3 +74,36 @@ def test_capability_drift_measures_a_cache_and_compares(tmp_path, monkeypatch, c
 def test_capability_drift_refuses_an_empty_cache(tmp_path) -> None:
     with pytest.raises(SystemExit, match="no models"):
         capability_drift.main(["measure", str(tmp_path), str(tmp_path / "a.json")])
+
+
+ci_times_spec = importlib.util.spec_from_file_location(
+    "ci_times", ROOT / "tools" / "ci_times.py")
+ci_times = importlib.util.module_from_spec(ci_times_spec)
+ci_times_spec.loader.exec_module(ci_times)
+
+
+def test_ci_times_adds_up_cells_per_notebook(tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite timestamp="2026-12-02T04:21:33"'
+        ' hostname="vm" tests="5">'
+        '<testcase classname="notebooks.05_rope.ipynb" name="Cell 0" time="1.5"/>'
+        '<testcase classname="notebooks.05_rope.ipynb" name="Cell 1" time="2.25"/>'
+        '<testcase classname="notebooks.12_cost.ipynb" name="Cell 0" time="4">'
+        "<failure/></testcase>"
+        '<testcase classname="notebooks.12_cost.ipynb" name="Cell 1" time="1"/>'
+        '<testcase classname="tests.test_data" name="test_x" time="9"/>'
+        "</testsuite></testsuites>")
+    totals, run = ci_times.notebook_times(junit)
+    assert totals["05_rope"] == {"cells": 2, "seconds": 3.75, "failed": 0, "skipped": 0}
+    assert totals["12_cost"]["failed"] == 1 and run["tests"] == 5
+    block = ci_times.table(totals, run, "junit.xml", ["01_why_position", "05_rope",
+                                                       "12_cost"])
+    assert "| 3.8 | passed |" in block and "| 5.0 | 1 failed |" in block
+    assert "not in this run" in block and "2 of 3 chapters" in block
+    page = tmp_path / "page.md"
+    page.write_text(f"intro\n{ci_times.START}\nold\n{ci_times.END}\nend\n")
+    ci_times.write_block(page, block)
+    text = page.read_text()
+    assert "old" not in text and text.startswith("intro") and text.endswith("end\n")
+    assert ci_times.toc_chapters()[0] == "01_why_position"

@@ -8,6 +8,7 @@ cache that attention layers use; both rotate with the elementwise form (eq. 34),
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -103,11 +104,71 @@ def _pairs(t: Tensor, interleaved: bool) -> tuple[Tensor, Tensor]:
     return t[..., :half], t[..., half:]  # (i, i + d/2)
 
 
+_BLOCK_BYTES = 256 * 1024
+"""Bytes of float32 x per block and thread in :func:`_rotate`: a block of x and of the
+result (512 KiB together) stay in one core's 1 MiB L2 cache on the book's machine."""
+
+_BLOCKED_FROM = 4 * 1024 * 1024
+"""x with at least this many float32 bytes is rotated block by block (below it, x and
+the result fit in the caches anyway and one call per pass costs less)."""
+
+
+def _rotate_passes(
+    x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, interleaved: bool, sign: float
+) -> None:
+    """The four elementwise passes, written into ``out`` (x's shape, float32 or
+    float64, not overlapping x): two products fill the halves, two fused multiply-adds
+    (``addcmul_``, in place) add the sine terms."""
+    x_a, x_b = _pairs(x, interleaved)  # (..., seq, d/2) views
+    out_a, out_b = _pairs(out, interleaved)
+    torch.mul(x_a, cos, out=out_a)
+    torch.mul(x_b, cos, out=out_b)
+    out_a.addcmul_(x_b, sin, value=-sign)  # x_a cos − x_b sin
+    out_b.addcmul_(x_a, sin, value=sign)  # x_b cos + x_a sin
+
+
+def _blocks(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, rows: int):
+    """Matching pieces (x, cos, sin, out) of about ``rows`` rows of ``head_dim`` each.
+
+    x and out are contiguous ``[*lead, seq, d]``; cos and sin broadcast against x. When
+    every leading index shares one table (positions ``[seq]``), whole ``[seq, d]``
+    slices are grouped until a block is full; otherwise each slice is cut along seq.
+    """
+    seq, d = x.shape[-2], x.shape[-1]
+    n = x.numel() // (seq * d) if seq * d else 0
+    xv, ov = x.view(n, seq, d), out.view(n, seq, d)
+    if math.prod(cos.shape[:-2]) == 1 and math.prod(sin.shape[:-2]) == 1:
+        cos2, sin2 = cos.reshape(cos.shape[-2:]), sin.reshape(sin.shape[-2:])
+        if seq < rows:  # several whole slices per block, one table for all
+            k = rows // seq
+            for i in range(0, n, k):
+                yield xv[i : i + k], cos2, sin2, ov[i : i + k]
+            return
+        tables = [(cos2, sin2)] * n
+    else:  # a table per leading index (positions [batch, seq])
+        lead = x.shape[:-2]
+        cos_e = cos.expand(*lead, *cos.shape[-2:])
+        sin_e = sin.expand(*lead, *sin.shape[-2:])
+        index = [torch.unravel_index(torch.tensor(i), lead) for i in range(n)]
+        tables = [
+            (cos_e[tuple(int(j) for j in ij)], sin_e[tuple(int(j) for j in ij)])
+            for ij in index
+        ]
+    for i, (c, s) in enumerate(tables):
+        for j in range(0, seq, rows):
+            yield xv[i, j : j + rows], c[j : j + rows], s[j : j + rows], ov[i, j : j + rows]
+
+
 def _rotate(
-    x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    interleaved: bool,
+    inverse: bool,
+    out: Tensor | None = None,
 ) -> Tensor:
-    """The rotation kernel: one output allocation, four elementwise passes, no
-    temporaries.
+    """The rotation kernel: arithmetic in float32 (float64 for float64 x), one pass
+    over x and one over the result in memory.
 
     Why this form. Rotating pairs is elementwise: every output element needs one element
     of x, its partner, and one cos and one sin. The least memory traffic is one read of
@@ -115,27 +176,66 @@ def _rotate(
     and stay in cache). On a CPU such an operation is limited by memory bandwidth, so
     its cost is the bytes it moves. The textbook form ``x * cos + cat(-x2, x1) * sin``
     allocates five temporaries the size of x (or half of it) and moves about 10 × x's
-    bytes; each new tensor is also fresh memory, which costs time of its own the first
-    time it is written (the cost chapter measures both). Here the result is allocated
-    once, the products x_a·cos and x_b·cos are written into its two halves, and two
-    fused multiply-adds (``addcmul_``, in place) add the sine terms: 3 reads and 2
-    writes of x's size, and no temporary.
+    bytes. Eager PyTorch has no single operation that pairs element i with i + d/2, so
+    the rotation takes four passes (:func:`_rotate_passes`: 3 reads and 2 writes of x's
+    size). For a large x they run block by block: each block of x (256 KiB of float32
+    per thread) is read from memory once, the four passes work on it in the cache, and
+    its result is written once. bfloat16/float16 x is upcast block by block into a
+    float32 scratch block and the result rounded once into the output, so no
+    float32 copy of the whole x exists. Every element gets the same operations in the
+    same order as in one pass over the whole tensor, so the result is bitwise the same.
+
+    ``out`` (x's shape and dtype, contiguous; may be x itself) receives the result
+    instead of a new tensor: fresh memory costs the operating system a page fault and
+    a zeroing per page the first time it is written, which a preallocated buffer does
+    not pay again.
     """
     compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    # bf16/fp16 x: upcast once (one vectorised pass) so every product and sum is
-    # float32; mixing dtypes inside each operation instead takes PyTorch's slower
-    # casting loops
-    x_c = x.to(compute_dtype)  # no copy when x is already float32
-    out = torch.empty(x.shape, dtype=compute_dtype, device=x.device)
-    cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
-    x_a, x_b = _pairs(x_c, interleaved)  # (..., seq, d/2) views
-    out_a, out_b = _pairs(out, interleaved)
     sign = -1.0 if inverse else 1.0  # the inverse rotation (by −angle) negates sin
-    torch.mul(x_a, cos, out=out_a)
-    torch.mul(x_b, cos, out=out_b)
-    out_a.addcmul_(x_b, sin, value=-sign)  # x_a cos − x_b sin
-    out_b.addcmul_(x_a, sin, value=sign)  # x_b cos + x_a sin
-    return out if out.dtype == x.dtype else out.to(x.dtype)
+    cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
+    if out is None:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    compute_bytes = x.numel() * torch.finfo(compute_dtype).bits // 8
+    blocked = (
+        x.device.type == "cpu"
+        and compute_bytes >= _BLOCKED_FROM
+        and x.is_contiguous()
+        and out.is_contiguous()
+    )
+    if not blocked:
+        x_c = x.to(compute_dtype)  # no copy when x is already float32
+        direct = out.dtype == compute_dtype and not _overlaps(out, x_c)
+        result = out if direct else torch.empty_like(x_c)
+        _rotate_passes(x_c, cos, sin, result, interleaved, sign)
+        if not direct:
+            out.copy_(result)  # the one rounding to x's dtype, or the in-place write
+        return out
+    rows = max(1, _BLOCK_BYTES * torch.get_num_threads() // (x.shape[-1] * 4))
+    direct = x.dtype == compute_dtype and not _overlaps(out, x)
+    scratch_in = scratch_out = None
+    for xb, cb, sb, ob in _blocks(x, cos, sin, out, rows):
+        if direct:
+            _rotate_passes(xb, cb, sb, ob, interleaved, sign)
+            continue
+        if scratch_out is None:  # one scratch block, reused (it stays in cache)
+            scratch_out = torch.empty(xb.numel(), dtype=compute_dtype, device=x.device)
+            if x.dtype != compute_dtype:
+                scratch_in = torch.empty_like(scratch_out)
+        result = scratch_out[: xb.numel()].view(xb.shape)
+        if scratch_in is None:
+            source = xb
+        else:
+            source = scratch_in[: xb.numel()].view(xb.shape)
+            source.copy_(xb)  # upcast the block
+        _rotate_passes(source, cb, sb, result, interleaved, sign)
+        ob.copy_(result)  # one rounding to x's dtype (or the write back, in place)
+    return out
+
+
+def _overlaps(a: Tensor, b: Tensor) -> bool:
+    """Whether two tensors share storage (then a result must not be written into the
+    other's memory before the passes that read it are done)."""
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 class _Rotation(torch.autograd.Function):
@@ -159,7 +259,14 @@ class _Rotation(torch.autograd.Function):
         return _rotate(grad, cos, sin, ctx.interleaved, inverse=True), None, None, None
 
 
-def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> Tensor:
+def rotate_pairs(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    interleaved: bool,
+    out: Tensor | None = None,
+) -> Tensor:
     """Rotate each pair of ``x``'s last dimension by the angle whose cos/sin are given.
 
     Pairs are (i, i + d/2) when ``interleaved=False`` (rotate-half) and (2i, 2i+1) when
@@ -175,10 +282,27 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> T
         x: ``[..., seq, d]`` with d even.
         cos, sin: ``[..., seq, d/2]``, broadcastable against x's leading dims.
         interleaved: the pairing convention (see above).
+        out: a contiguous tensor of x's shape, dtype and device to write the result
+            into (x itself rotates in place), or None for a new tensor. Like PyTorch's
+            ``out=`` arguments it does not record gradients.
 
     Returns:
-        Tensor with x's shape and dtype.
+        Tensor with x's shape and dtype (``out`` when given).
+
+    Raises:
+        ValueError: for an ``out`` of another shape, dtype or device, or not
+            contiguous, or given while gradients of x, cos or sin are recorded.
     """
+    if out is not None:
+        _check_out(out, x)
+        if torch.is_grad_enabled() and (
+            x.requires_grad or cos.requires_grad or sin.requires_grad
+        ):
+            raise ValueError(
+                "out= does not record gradients: call without out, or under "
+                "torch.no_grad()"
+            )
+        return _rotate(x, cos, sin, interleaved, inverse=False, out=out)
     if cos.requires_grad or sin.requires_grad:  # learned angles: autograd sees it all
         compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         x_a, x_b = _pairs(x.to(compute_dtype), interleaved)
@@ -193,6 +317,16 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> T
     return _Rotation.apply(x, cos, sin, interleaved)
 
 
+def _check_out(out: Tensor, x: Tensor) -> None:
+    if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+        raise ValueError(
+            f"out must have x's shape {tuple(x.shape)}, dtype {x.dtype} and device "
+            f"{x.device}, got {tuple(out.shape)}, {out.dtype}, {out.device}"
+        )
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+
+
 def apply_rope(
     x: Tensor,
     positions: Tensor,
@@ -200,6 +334,7 @@ def apply_rope(
     base: float = 10000.0,
     interleaved: bool = False,
     angle_dtype: torch.dtype = torch.float32,
+    out: Tensor | None = None,
 ) -> Tensor:
     """Rotate queries or keys by their positions: RoPE(x, p) = R_{Θ,p} x.
 
@@ -219,6 +354,8 @@ def apply_rope(
             default float32 (what the library and production code use); float64 gives a
             reference, and bfloat16/float16 show what goes wrong at long positions (float16
             cannot even hold a position above 65 504).
+        out: a preallocated contiguous tensor of x's shape and dtype for the result (x
+            itself rotates in place), see :func:`rotate_pairs`; None: a new tensor.
 
     Returns:
         Tensor with x's shape and dtype. The rotation itself is done in float32 (float64 when
@@ -227,8 +364,9 @@ def apply_rope(
     Raises:
         TypeError: if x or positions is not a tensor (e.g. a Python list).
         ValueError: if x is not floating point, head_dim is odd, positions are not
-            integers, their shape does not match ``seq`` (and ``batch``), or
-            ``angle_dtype`` is not one of ``ANGLE_DTYPES``.
+            integers, their shape does not match ``seq`` (and ``batch``),
+            ``angle_dtype`` is not one of ``ANGLE_DTYPES``, or ``out`` does not fit
+            (see :func:`rotate_pairs`).
 
     Example:
         >>> q = torch.randn(1, 2, 5, 8)
@@ -247,7 +385,7 @@ def apply_rope(
     positions, inv_freq = positions.to(x.device), inv_freq.to(x.device, angle_dtype)
     angles = positions.to(angle_dtype)[..., None] * inv_freq  # (..., seq, d/2)
     angles = _broadcast_to_heads(angles, positions, x.dim())
-    return rotate_pairs(x, angles.cos(), angles.sin(), interleaved=interleaved)
+    return rotate_pairs(x, angles.cos(), angles.sin(), interleaved=interleaved, out=out)
 
 
 class RotaryEmbedding(nn.Module):
