@@ -107,3 +107,20 @@ def test_ci_times_adds_up_cells_per_notebook(tmp_path: Path) -> None:
     text = page.read_text()
     assert "old" not in text and text.startswith("intro") and text.endswith("end\n")
     assert ci_times.toc_chapters()[0] == "01_why_position"
+
+
+def test_ci_times_adds_up_other_test_files(tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest" timestamp="2026-12-02T05:00:00" hostname="h">'
+        '<testcase classname="tests.test_model" name="test_a" time="1.5"/>'
+        '<testcase classname="tests.test_model.TestX" name="test_b" time="0.5"/>'
+        '<testcase classname="tests.test_cache" name="test_c" time="3.0"/>'
+        '<testcase classname="notebooks.05_rope.ipynb" name="Cell 1" time="9.0"/>'
+        "</testsuite></testsuites>")
+    files = ci_times.test_file_times(junit)
+    assert files == {"tests/test_model.py": {"tests": 2, "seconds": 2.0},
+                     "tests/test_cache.py": {"tests": 1, "seconds": 3.0}}
+    block = ci_times.file_table(files)
+    assert block.index("test_cache.py") < block.index("test_model.py")  # slowest first
+    assert "5.0 s between them" in block

@@ -53,6 +53,36 @@ def notebook_times(junit: Path) -> tuple[dict[str, dict], dict]:
     return dict(totals), run
 
 
+def test_file_times(junit: Path) -> dict[str, dict]:
+    """Per test file other than the notebooks (``tests/test_model.py``): tests and
+    seconds, from the JUnit class names (``tests.test_model`` or
+    ``tests.test_model.TestClass``)."""
+    root = ElementTree.parse(junit).getroot()
+    totals: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0})
+    for case in root.iter("testcase"):
+        classname = case.get("classname", "")
+        if not classname or NOTEBOOK_CLASS.fullmatch(classname):
+            continue
+        parts = classname.split(".")
+        module = next((i for i, part in enumerate(parts) if part.startswith("test_")),
+                      len(parts) - 1)
+        name = "/".join(parts[: module + 1]) + ".py"
+        totals[name]["tests"] += 1
+        totals[name]["seconds"] += float(case.get("time", 0.0))
+    return dict(totals)
+
+
+def file_table(totals: dict[str, dict]) -> str:
+    """Markdown table of the other test files, slowest first."""
+    lines = ["| Test file | Tests | Time (s) |", "|---|---:|---:|"]
+    for name, row in sorted(totals.items(), key=lambda kv: -kv[1]["seconds"]):
+        lines.append(f"| `{name}` | {row['tests']} | {row['seconds']:.1f} |")
+    seconds = sum(row["seconds"] for row in totals.values())
+    lines += ["", f"The library's and the book's other tests: {seconds:.1f} s between them "
+              "(each test's own time; under pytest-xdist two run at once)."]
+    return "\n".join(lines)
+
+
 def toc_chapters(root: Path = ROOT) -> list[str]:
     """Notebook stems in the order of ``_toc.yml``."""
     text = (root / "_toc.yml").read_text()
@@ -114,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     if not totals:
         print(f"{args.junit}: no notebook test cases (nbval) found", file=sys.stderr)
         return 1
-    write_block(args.page, table(totals, run, args.junit.name, toc_chapters()))
+    block = table(totals, run, args.junit.name, toc_chapters())
+    files = test_file_times(args.junit)
+    if files:
+        block += "\n\n" + file_table(files)
+    write_block(args.page, block)
     print(f"wrote the nbval times of {len(totals)} chapters into {args.page}")
     return 0
 
