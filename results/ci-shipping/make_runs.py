@@ -74,8 +74,11 @@ VARIANTS = {
     "p_rope-0.5": ("rope", {"rope_fraction": 0.5, "rope_fraction_form": "p_rope"}),
     "neox-0.75": ("rope", {"rope_fraction": 0.75}),
     "p_rope-0.75": ("rope", {"rope_fraction": 0.75, "rope_fraction_form": "p_rope"}),
+    # the control for chapter 10's critical pair: keeps pairs 0-2 (those that complete a
+    # turn within L_train), so it differs from p_rope-0.5 in pair 3 alone
+    "p_rope-0.375": ("rope", {"rope_fraction": 0.375, "rope_fraction_form": "p_rope"}),
 }
-LATER = ["neox-0.5", "p_rope-0.5", "neox-0.75", "p_rope-0.75"]
+LATER = ["neox-0.5", "p_rope-0.5", "neox-0.75", "p_rope-0.75", "p_rope-0.375"]
 
 # a raised base, written as a per-layer-type entry (every layer is full attention):
 # ModelConfig.rope_base stays 10 000 and the entry's rope_theta overrides it
