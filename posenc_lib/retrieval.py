@@ -305,16 +305,21 @@ def passkey_accuracy(
 
 
 def copy_windows(stream: Tensor, length: int, distance: int, span: int, windows: int,
-                 *, seed: int = 0) -> tuple[Tensor, int, int]:
-    """Windows of natural text whose last ``span`` tokens repeat an earlier span.
+                 *, seed: int = 0) -> tuple[Tensor, Tensor, int, int]:
+    """Windows of natural text whose last ``span`` tokens repeat an earlier span, and
+    their controls.
 
     Each window is ``length`` consecutive tokens of ``stream`` (seeded random offsets);
     its last ``span`` tokens are replaced by the span that starts ``distance`` tokens
     earlier, so the first occurrence sits at ``[length − span − distance, length −
-    distance)`` in its own context and the second at ``[length − span, length)``.
+    distance)`` in its own context and the second at ``[length − span, length)``. The
+    control window is the same window with the first occurrence replaced by ``span``
+    tokens from another random offset: the repeat's tokens and their preceding text are
+    unchanged, but the model has not seen them before.
 
     Returns:
-        ``(tokens, first, second)``: int64 ``[windows, length]`` and the two start indices.
+        ``(tokens, control, first, second)``: int64 ``[windows, length]`` twice and the
+        two start indices.
 
     Raises:
         ValueError: unless 1 ≤ span ≤ distance and distance + span ≤ length, and the
@@ -333,7 +338,11 @@ def copy_windows(stream: Tensor, length: int, distance: int, span: int, windows:
     tokens = stream[torch.tensor(starts)[:, None] + offsets[None, :]].long()  # (W, L)
     second, first = length - span, length - span - distance
     tokens[:, second:] = tokens[:, first : first + span]
-    return tokens, first, second
+    others = [rng.randrange(stream.numel() - span + 1) for _ in range(windows)]
+    control = tokens.clone()
+    control[:, first : first + span] = stream[torch.tensor(others)[:, None]
+                                              + torch.arange(span)[None, :]].long()
+    return tokens, control, first, second
 
 
 @torch.no_grad()
@@ -354,13 +363,17 @@ def copy_gain(
     occurrence, cannot come from the copy): the predictions of tokens 1 … span − 1 of
     each occurrence. ``nll_first`` is their mean NLL (nats per token) at the first
     occurrence, with ``length − span − distance`` tokens of its own preceding text;
-    ``nll_second`` at the repeat; ``gain`` = first − second. Pairs (L, r) with
+    ``nll_second`` at the repeat; ``gain`` = first − second. The two occurrences have
+    different preceding text, so ``gain`` also holds that difference; the control
+    (:func:`copy_windows`) scores the repeat in a window where the first occurrence is
+    other text: ``nll_unseen``, and ``gain_vs_unseen`` = unseen − second is what having
+    seen the span r tokens earlier is worth, all else equal. Pairs (L, r) with
     r < span or r + span > L are left out; L past a model's ``max_length`` gets
     ``None`` values.
 
     Returns:
         One dict per (L, r): ``length``, ``distance``, ``span``, ``windows``,
-        ``nll_first``, ``nll_second``, ``gain``.
+        ``nll_first``, ``nll_second``, ``gain``, ``nll_unseen``, ``gain_vs_unseen``.
     """
     device = next(model.parameters()).device
     max_length = getattr(model, "max_length", None)
@@ -374,24 +387,28 @@ def copy_gain(
             row = {"length": length, "distance": distance, "span": span, "windows": windows}
             if max_length is not None and length > max_length:
                 rows.append({**row, "nll_first": None, "nll_second": None, "gain": None,
+                             "nll_unseen": None, "gain_vs_unseen": None,
                              "skipped": f"model's max_length is {max_length}"})
                 continue
-            tokens, first, second = copy_windows(stream, length, distance, span, windows,
-                                                 seed=seed)
-            sums = [0.0, 0.0]
+            tokens, control, first, second = copy_windows(stream, length, distance, span,
+                                                          windows, seed=seed)
+            sums = [0.0, 0.0, 0.0]  # first, second, second in the control
             for i in range(0, windows, batch_size):
-                batch = tokens[i : i + batch_size].to(device)
-                logits = _logits(model, batch)  # (B, L, V)
-                for j, start in enumerate((first, second)):
-                    # predictions at start … start+span−2 of tokens start+1 … start+span−1
-                    pred = logits[:, start : start + span - 1]
-                    target = batch[:, start + 1 : start + span]
-                    nll = F.cross_entropy(pred.transpose(1, 2), target, reduction="sum")
-                    sums[j] += nll.double().item()
+                for source, starts, slots in ((tokens, (first, second), (0, 1)),
+                                              (control, (second,), (2,))):
+                    batch = source[i : i + batch_size].to(device)
+                    logits = _logits(model, batch)  # (B, L, V)
+                    for slot, start in zip(slots, starts):
+                        # predictions at start … start+span−2 of tokens start+1 … +span−1
+                        pred = logits[:, start : start + span - 1]
+                        target = batch[:, start + 1 : start + span]
+                        nll = F.cross_entropy(pred.transpose(1, 2), target, reduction="sum")
+                        sums[slot] += nll.double().item()
             count = windows * (span - 1)
-            nll_first, nll_second = sums[0] / count, sums[1] / count
+            nll_first, nll_second, nll_unseen = (total / count for total in sums)
             rows.append({**row, "nll_first": nll_first, "nll_second": nll_second,
-                         "gain": nll_first - nll_second})
+                         "gain": nll_first - nll_second, "nll_unseen": nll_unseen,
+                         "gain_vs_unseen": nll_unseen - nll_second})
     model.train(was_training)
     return rows
 

@@ -137,9 +137,13 @@ def test_accuracy_rows_and_learned_table_skip() -> None:
 
 def test_copy_windows_place_the_repeat() -> None:
     stream = torch.arange(10_000) % 251
-    tokens, first, second = copy_windows(stream, 200, 64, 16, 3, seed=1)
+    tokens, control, first, second = copy_windows(stream, 200, 64, 16, 3, seed=1)
     assert tokens.shape == (3, 200) and (first, second) == (200 - 16 - 64, 184)
     assert torch.equal(tokens[:, second:], tokens[:, first : first + 16])
+    outside = torch.ones(200, dtype=torch.bool)
+    outside[first : first + 16] = False
+    assert torch.equal(control[:, outside], tokens[:, outside])
+    assert not torch.equal(control[:, first : first + 16], tokens[:, first : first + 16])
     steps = (tokens[:, 1:second] - tokens[:, : second - 1]) % 251
     assert (steps == 1).all()  # the rest is the stream's consecutive tokens
     with pytest.raises(ValueError, match="span <= distance"):
@@ -176,6 +180,8 @@ def test_copy_gain_of_a_perfect_copier() -> None:
     assert rows[0]["nll_second"] < 1e-6
     assert rows[0]["gain"] == pytest.approx(rows[0]["nll_first"])
     assert rows[0]["nll_first"] == pytest.approx(torch.log(torch.tensor(256.0)).item())
+    assert rows[0]["nll_unseen"] == pytest.approx(rows[0]["nll_first"])
+    assert rows[0]["gain_vs_unseen"] == pytest.approx(rows[0]["nll_unseen"])
 
 
 def tiny_config(position: str = "rope", steps: int = 3) -> TrainConfig:

@@ -81,6 +81,8 @@ def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
             "stream": "test split (Persuasion)", "span": SPAN,
             "distances": list(DISTANCES), "windows": COPY_WINDOWS,
             "scored": "predictions of span bytes 1 .. span-1 (nats per byte)",
+            "control": "nll_unseen: the repeat scored with the first occurrence replaced "
+                       "by other test text",
             "draw_seed": seed,
         },
         "passkey": passkey,
