@@ -18,12 +18,16 @@ import os
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from posenc_lib.files import write_atomic
 from posenc_lib.model import TransformerLM
 from posenc_lib.train import FineTuneConfig, TrainConfig, TrainRecord, fine_tune, train
+
+if TYPE_CHECKING:
+    from posenc_lib.retrieval import PasskeyMixConfig
 
 # The modules whose code decides what a trained model is.
 _SOURCES = ("model.py", "attention.py", "train.py", "data.py", "encodings")
@@ -36,10 +40,10 @@ def cache_dir() -> Path:
     return path
 
 
-def _source_digest() -> str:
+def _source_digest(extra: tuple[str, ...] = ()) -> str:
     digest = hashlib.sha256()
     root = resources.files("posenc_lib")
-    for name in _SOURCES:
+    for name in _SOURCES + extra:
         entry = root.joinpath(name)
         files = sorted(entry.iterdir(), key=lambda p: p.name) if entry.is_dir() else [entry]
         for f in files:
@@ -48,9 +52,10 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
-def _hash_key(content: dict) -> str:
-    """16 hex digits of SHA-256 over ``content`` plus the library source digest."""
-    payload = json.dumps({**content, "source": _source_digest()}, sort_keys=True)
+def _hash_key(content: dict, extra_sources: tuple[str, ...] = ()) -> str:
+    """16 hex digits of SHA-256 over ``content`` plus the library source digest (of
+    ``_SOURCES`` and ``extra_sources``)."""
+    payload = json.dumps({**content, "source": _source_digest(extra_sources)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -64,7 +69,7 @@ def cached_model_path(config: TrainConfig, device: torch.device | str = "cpu") -
     return cache_dir() / f"{config.model.position}-{cache_key(config, device)}.pt"
 
 
-def _load_or_run(path: Path, config: TrainConfig | FineTuneConfig, device: torch.device,
+def _load_or_run(path: Path, config: TrainConfig | FineTuneConfig | PasskeyMixConfig, device: torch.device,
                  run: Callable[[], tuple[TransformerLM, TrainRecord]]) -> tuple[TransformerLM, TrainRecord]:
     """Load the ``(model, record)`` stored at ``path``, or make it with ``run()`` and store it.
 
@@ -126,3 +131,29 @@ def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu",
         return fine_tune(base, config, device, progress=progress)
 
     return _load_or_run(path, config, device, run)
+
+
+def passkey_mix_cache_key(config: PasskeyMixConfig, device: torch.device | str) -> str:
+    """A hex key for (passkey-mixture config, device type, library source): the source
+    digest also covers ``retrieval.py``, which builds the passkey windows, so the other
+    models' keys do not depend on it."""
+    return _hash_key({"passkey_mix": config.to_dict(), "device": torch.device(device).type},
+                     extra_sources=("retrieval.py",))
+
+
+def passkey_mix_cached(config: PasskeyMixConfig, device: torch.device | str = "cpu", *,
+                       progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+    """Return the model trained on the text / passkey mixture of ``config``
+    (:func:`~posenc_lib.retrieval.train_passkey_mix`), training only if no cached copy
+    exists.
+
+    Returns:
+        ``(model, record)``; the model is in eval mode.
+    """
+    from posenc_lib.retrieval import train_passkey_mix  # retrieval imports train, not cache
+
+    device = torch.device(device)
+    key = passkey_mix_cache_key(config, device)
+    path = cache_dir() / f"passkey-{config.model.position}-{key}.pt"
+    return _load_or_run(path, config, device,
+                        lambda: train_passkey_mix(config, device, progress=progress))
