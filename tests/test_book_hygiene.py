@@ -368,6 +368,10 @@ def test_opens_with_title_goals_and_prerequisites(path: Path) -> None:
     assert [h for h in headings(nb) if h[0] == 1] == [
         h for h in headings(nb)[:1]
     ], f"{path.name}: one '# Title' only (sections are '## …')"
+    title = opening.splitlines()[0][2:]
+    assert not re.search(r"[$\\`{}]", title), (
+        f"{path.name}: the title {title!r} must read as plain text (it is shown in the "
+        "sidebar, the browser tab, cross-references and the landing table)")
     assert (
         "**Learning goals" in opening
     ), f"{path.name}: no **Learning goals** before the first code cell"
