@@ -89,16 +89,16 @@ def test_ci_times_adds_up_cells_per_notebook(tmp_path: Path) -> None:
         ' hostname="vm" tests="5">'
         '<testcase classname="notebooks.05_rope.ipynb" name="Cell 0" time="1.5"/>'
         '<testcase classname="notebooks.05_rope.ipynb" name="Cell 1" time="2.25"/>'
-        '<testcase classname="notebooks.12_cost.ipynb" name="Cell 0" time="4">'
+        '<testcase classname="notebooks.13_cost.ipynb" name="Cell 0" time="4">'
         "<failure/></testcase>"
-        '<testcase classname="notebooks.12_cost.ipynb" name="Cell 1" time="1"/>'
+        '<testcase classname="notebooks.13_cost.ipynb" name="Cell 1" time="1"/>'
         '<testcase classname="tests.test_data" name="test_x" time="9"/>'
         "</testsuite></testsuites>")
     totals, run = ci_times.notebook_times(junit)
     assert totals["05_rope"] == {"cells": 2, "seconds": 3.75, "failed": 0, "skipped": 0}
-    assert totals["12_cost"]["failed"] == 1 and run["tests"] == 5
+    assert totals["13_cost"]["failed"] == 1 and run["tests"] == 5
     block = ci_times.table(totals, run, "junit.xml", ["01_why_position", "05_rope",
-                                                       "12_cost"])
+                                                       "13_cost"])
     assert "| 3.8 | passed |" in block and "| 5.0 | 1 failed |" in block
     assert "not in this run" in block and "2 of 3 chapters" in block
     page = tmp_path / "page.md"
