@@ -1,0 +1,133 @@
+"""One table style for the whole book: how a pandas DataFrame looks on the page.
+
+pandas' own HTML puts the index names in a second header row of empty cells, right-aligns
+every header and cell (prose too), and adds a ``<style>`` block to every table. The book's
+tables instead have one header row (the index names head the index columns, the columns'
+own name, e.g. ``L (bytes)``, heads the row above the values when there is one), numbers
+right-aligned with tabular figures, text left-aligned, and no inline style: the site's
+stylesheet (``_static/book.css``, class ``book-table``) draws them.
+
+:func:`use_book_tables` makes this the HTML of every DataFrame a notebook displays (it is
+called by :func:`posenc_lib.plotting.use_book_style`); the plain-text form, which is what a
+terminal and nbval's ``text/plain`` comparison see, is pandas' own and unchanged.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pandas as pd
+
+NUMERIC = re.compile(
+    r"^\s*[-+−]?(\d[\d,  ]*(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*(%|×)?"
+    r"(\s*(±|–|…|\.\.\.)\s*[-+−]?(\d[\d,  ]*(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*(%|×)?)?\s*$"
+    r"|^\s*[<>≤≥]\s*\S+\s*$|^\s*[—–-]\s*$|^\s*(nan|inf|-inf)\s*$"
+)
+"""A cell that reads as a number: ``7.02``, ``11.47 ± 0.06``, ``1.2e-05``, ``×1.46``-free
+forms like ``1.46×``, ``< 1e-5``, a dash for "not measured", ``nan``."""
+
+
+def _is_numeric_column(values: pd.Series) -> bool:
+    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        return True
+    texts = [str(v) for v in values if not (isinstance(v, float) and pd.isna(v))]
+    return bool(texts) and all(NUMERIC.match(t) for t in texts)
+
+
+def _cell(tag: str, text: object, css: str | None = None, span: int = 1) -> str:
+    attributes = f' class="{css}"' if css else ""
+    if span > 1:
+        attributes += f' rowspan="{span}"'
+    return f"<{tag}{attributes}>{html.escape(_text(text))}</{tag}>"
+
+
+def _text(value: object) -> str:
+    if isinstance(value, float) and pd.isna(value):
+        return ""
+    return str(value)
+
+
+def table_html(frame: pd.DataFrame) -> str:
+    """The book's HTML for ``frame``: one header row, numbers right, text left.
+
+    Args:
+        frame: any DataFrame with single-level columns (a MultiIndex of rows is drawn with
+            each index level in its own column, a repeated label shown once per run of
+            equal values). Values are formatted as ``str(value)`` (format the numbers before,
+            as the chapters do, to the precision the prose uses).
+
+    Returns:
+        A ``<table class="book-table">`` element as a string; deterministic (no random ids),
+        so nbval can compare it.
+
+    Raises:
+        ValueError: if ``frame.columns`` is a MultiIndex (flatten it first, e.g.
+            ``frame.columns = [" ".join(map(str, c)) for c in frame.columns]``).
+    """
+    if isinstance(frame.columns, pd.MultiIndex):
+        raise ValueError(
+            "table_html: frame.columns is a MultiIndex; flatten it to one level first"
+        )
+    index = frame.index
+    index_names = [("" if n is None else str(n)) for n in index.names]
+    show_index = not (
+        isinstance(index, pd.RangeIndex) and index.name is None
+    )
+    numeric = [_is_numeric_column(frame.iloc[:, j]) for j in range(frame.shape[1])]
+    align = ["num" if flag else "text" for flag in numeric]
+
+    rows = ['<table class="book-table">', "<thead>"]
+    if frame.columns.name:
+        spanned = len(index_names) if show_index else 0
+        rows.append(
+            "<tr>" + "".join(_cell("th", "") for _ in range(spanned))
+            + f'<th class="columns-name" colspan="{frame.shape[1]}">'
+            f"{html.escape(str(frame.columns.name))}</th></tr>"
+        )
+    header = [_cell("th", name, "index") for name in index_names] if show_index else []
+    header += [_cell("th", column, css) for column, css in zip(frame.columns, align)]
+    rows += ["<tr>" + "".join(header) + "</tr>", "</thead>", "<tbody>"]
+
+    labels = [key if isinstance(key, tuple) else (key,) for key in index]
+    for i, (label, values) in enumerate(zip(labels, frame.itertuples(index=False))):
+        cells = []
+        if show_index:
+            for level, value in enumerate(label):
+                first_of_run = i == 0 or labels[i - 1][: level + 1] != label[: level + 1]
+                if first_of_run:
+                    span = 1
+                    while (i + span < len(labels)
+                           and labels[i + span][: level + 1] == label[: level + 1]):
+                        span += 1
+                    cells.append(_cell("th", value, "index", span))
+        cells += [_cell("td", value, css) for value, css in zip(values, align)]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    rows += ["</tbody>", "</table>"]
+    return "\n".join(rows)
+
+
+def use_book_tables() -> bool:
+    """Draw every DataFrame this IPython kernel displays with :func:`table_html`.
+
+    Returns:
+        True if an IPython kernel was found and the formatter registered; False outside
+        IPython (a plain Python script), where nothing changes.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with Jupyter
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    formatter = shell.display_formatter.formatters["text/html"]
+    formatter.for_type(pd.DataFrame, _html_or_none)
+    return True
+
+
+def _html_or_none(frame: pd.DataFrame) -> str | None:
+    # Column MultiIndexes keep pandas' own HTML.
+    if isinstance(frame.columns, pd.MultiIndex):
+        return frame._repr_html_()
+    return table_html(frame)

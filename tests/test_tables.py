@@ -1,0 +1,77 @@
+"""posenc_lib.tables: the book's HTML for a DataFrame."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from posenc_lib.tables import table_html, use_book_tables
+
+
+def frame() -> pd.DataFrame:
+    df = pd.DataFrame(
+        {"128": ["11.47 ± 0.06", "7.02 ± 0.11"], "256": ["—", "< 1e-5"],
+         "note": ["flat", "rises past L_train"]},
+        index=pd.MultiIndex.from_tuples(
+            [("non-overlapping", "NoPE"), ("non-overlapping", "RoPE")],
+            names=["protocol", "scheme"]),
+    )
+    df.columns.name = "L (bytes)"
+    return df
+
+
+def test_one_header_row_of_labels_with_the_index_names_first() -> None:
+    html = table_html(frame())
+    header = html.split("<thead>")[1].split("</thead>")[0].strip().splitlines()
+    assert len(header) == 2  # the columns' name, then the labels: no empty index-name row
+    assert 'colspan="3">L (bytes)</th>' in header[0]
+    assert header[1].startswith('<tr><th class="index">protocol</th>'
+                                '<th class="index">scheme</th>')
+
+
+def test_numbers_right_text_left() -> None:
+    html = table_html(frame())
+    assert '<td class="num">11.47 ± 0.06</td>' in html
+    assert '<td class="num">—</td>' in html and '<td class="num">&lt; 1e-5</td>' in html
+    assert '<td class="text">rises past L_train</td>' in html
+
+
+def test_a_repeated_outer_label_is_shown_once() -> None:
+    html = table_html(frame())
+    assert html.count("non-overlapping") == 1 and 'rowspan="2"' in html
+
+
+def test_deterministic_and_escaped() -> None:
+    df = pd.DataFrame({"x": ["<b>"]})
+    assert table_html(df) == table_html(df.copy())
+    assert "&lt;b&gt;" in table_html(df) and "<style" not in table_html(df)
+
+
+def test_a_default_range_index_is_not_shown() -> None:
+    html = table_html(pd.DataFrame({"a": [1, 2]}))
+    assert 'class="index"' not in html and '<td class="num">2</td>' in html
+
+
+def test_column_multiindex_is_refused_with_the_argument_named() -> None:
+    df = pd.DataFrame([[1, 2]], columns=pd.MultiIndex.from_tuples([("a", "x"), ("a", "y")]))
+    with pytest.raises(ValueError, match="frame.columns"):
+        table_html(df)
+
+
+def test_outside_ipython_nothing_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    import IPython
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert use_book_tables() is False
+
+
+def test_in_ipython_every_dataframe_is_drawn_by_table_html() -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython() or InteractiveShell.instance()
+    shell.display_formatter.formatters["text/html"].enabled = True
+    assert use_book_tables() is True
+    data, _ = shell.display_formatter.format(frame().reset_index(level=0))
+    assert data["text/html"] == table_html(frame().reset_index(level=0))
+    assert "protocol" in data["text/plain"]  # the plain text is pandas' own
