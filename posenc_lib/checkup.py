@@ -44,7 +44,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding, rope_inverse_frequencies

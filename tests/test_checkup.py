@@ -155,7 +155,8 @@ def test_the_stored_chapter_11_run_is_read() -> None:
 
 
 def test_a_model_without_rotary_attention_is_refused() -> None:
-    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50))
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50,
+                                      bos_token_id=0, eos_token_id=0))
     with pytest.raises(ValueError, match="no Llama-style attention"):
         rope_settings(gpt2)
     model = tiny_llama()
@@ -171,3 +172,22 @@ def test_a_missing_gguf_file_or_folder_is_named(tmp_path) -> None:
         load_model(hf_dir=str(tmp_path))
     with pytest.raises(ValueError, match="exactly one"):
         load_model()
+
+
+def test_the_command_line_writes_a_report(tmp_path, monkeypatch) -> None:
+    import posenc_lib.checkup as checkup_module
+
+    class ByteTokenizer:  # stands in for a real tokenizer: one id per byte, mod 97
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [b % 97 for b in text.encode()]}
+
+    monkeypatch.setattr(checkup_module, "load_model",
+                        lambda gguf=None, hf_dir=None: (tiny_llama(), ByteTokenizer()))
+    out = tmp_path / "report.json"
+    assert checkup_module.main(["--hf-dir", str(tmp_path), "--out", str(out),
+                                "--usage-tokens", "40", "--context-length", "32"]) == 0
+    report = json.loads(out.read_text())
+    assert report["layout"]["layout"] == "rotate_half"
+    assert report["source"]["hf_dir"] == str(tmp_path)
+    assert report["extension"] == {"source": "not measured"}
+    assert {"git_commit", "torch_version"} <= set(report["provenance"])
