@@ -10,6 +10,8 @@ book.
   like the citation; no console errors and no request that fails or leaves the site.
 * Every link and anchor between the site's pages resolves.
 * Chapters carry a Colab button at the book's version.
+* The figures a reader can move (``posenc_lib.interactive``) change their picture when
+  their slider or buttons move, and ask nothing of the network.
 * The landing page's sentences about its figure hold on the stored results it draws.
 * The GitHub Pages workflow runs the README's build command and publishes
   ``_build/html``.
@@ -363,6 +365,64 @@ def test_page_reads_well_in_chromium(browser, docname: str) -> None:
     assert not problems, f"{docname}, at {VIEWPORT['width']} px:\n" + "\n".join(
         problems
     )
+
+
+# Chapters with a player of posenc_lib.interactive (a figure with a slider), and how many.
+PLAYERS = {
+    "notebooks/05_rope": 1,
+    "notebooks/10_why_extrapolation_fails": 1,
+    "notebooks/11_context_extension": 1,
+}
+
+
+@pytest.mark.parametrize("docname", list(PLAYERS))
+def test_interactive_figures_move_offline(browser, docname: str) -> None:
+    """Each player on the page changes its picture when its slider or buttons move it,
+    and nothing it does asks for anything outside the site."""
+    chromium, base = browser
+    problems: list[str] = []
+
+    def on_request(route) -> None:
+        if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
+            problems.append(f"request leaves the site: {route.request.url[:80]}")
+            route.abort()
+        else:
+            route.continue_()
+
+    page = chromium.new_page(viewport=VIEWPORT)
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.route("**/*", on_request)
+    try:
+        page.goto(base + page_path(docname), wait_until="load")
+        players = page.locator(".posenc-player")
+        assert players.count() == PLAYERS[docname], f"{docname}: players on the page"
+        for n in range(players.count()):
+            player = players.nth(n)
+            player.scroll_into_view_if_needed()
+            image = player.locator("img.posenc-player-frame")
+            slider = player.locator("input.posenc-player-slider")
+            shown = player.locator("output.posenc-player-value")
+            last = int(slider.get_attribute("max"))
+            assert last >= 2, f"{docname}, player {n}: {last + 1} frames"
+            seen = [(image.get_attribute("src"), shown.text_content())]
+            player.locator("button.posenc-player-next").click()  # one step
+            seen.append((image.get_attribute("src"), shown.text_content()))
+            assert slider.input_value() == "1"
+            slider.press("End")  # the slider moved to its end, from the keyboard
+            seen.append((image.get_attribute("src"), shown.text_content()))
+            assert slider.input_value() == str(last)
+            player.locator("button.posenc-player-previous").click()
+            seen.append((image.get_attribute("src"), shown.text_content()))
+            assert slider.input_value() == str(last - 1)
+            sources = [src for src, _ in seen]
+            assert all(src.startswith("data:image/png;base64,") for src in sources)
+            assert len(set(sources)) == 4, f"{docname}, player {n}: the frame did not change"
+            assert len({value for _, value in seen}) == 4, f"{docname}, player {n}: label"
+            assert image.evaluate("img => img.complete && img.naturalWidth > 0")
+            assert len((image.get_attribute("alt") or "").split()) >= 5
+    finally:
+        page.close()
+    assert not problems, f"{docname}:\n" + "\n".join(problems)
 
 
 # --- What the landing page says -------------------------------------------------------
