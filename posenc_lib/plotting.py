@@ -3,7 +3,11 @@
 The same scheme has the same colour, marker and display name in every chapter.
 Figures are sized for the book's text column: at the default size and dpi
 (:func:`use_book_style`) one panel is 704 px wide, about the width of the column at a
-1280 px window.
+1280 px window. They are stored at twice that resolution ("retina" PNG: 1408 pixels
+shown at 704 CSS px), so they stay sharp on high-density screens, and their text is
+large enough to read on a 390 px phone, where the column is about 358 px wide and a
+one-panel figure is shown at half its size: :data:`TICK_FONT_PT` at 110 dpi is
+18.3 px, so tick labels are about 9 px there.
 
 Conventions every figure follows (CONTRIBUTING.md, "Outputs a reader can read"):
 
@@ -36,21 +40,100 @@ SCHEME_STYLE: dict[str, dict[str, str]] = {
 FIGURE_WIDTH_IN = 6.4
 """Width of a one-panel figure in inches (at 110 dpi: 704 px, the book's column)."""
 
+MAX_FIGURE_WIDTH_IN = 6.5
+"""The widest a chapter's figure may be drawn (715 CSS px): wider ones are shown smaller
+than their size on a phone, and their text falls below :data:`MIN_PHONE_FONT_PX`."""
+
+FIGURE_DPI = 110
+"""CSS pixels per inch of a figure: its size on the page at 100 %."""
+
+PIXEL_RATIO = 2
+"""Stored pixels per CSS pixel (2: "retina"), for high-density screens and slides."""
+
+TICK_FONT_PT = 12
+"""Font size of every text of a figure (ticks, labels, legends, titles), in points."""
+
+MIN_PHONE_FONT_PX = 9
+"""The smallest tick label, in CSS px, that a figure may show at a 390 px viewport
+(``tests/test_site.py`` checks it on every chapter figure)."""
+
 
 def use_book_style() -> None:
-    """Set the book's matplotlib defaults (size, grid, fonts); once per notebook."""
+    """Set the book's matplotlib defaults (size, grid, fonts); once per notebook.
+
+    In a notebook it also makes IPython display figures as :func:`retina_png`:
+    :data:`PIXEL_RATIO` times the pixels, with the CSS width in the output's metadata
+    (MyST-NB writes it into the page's ``<img>``), so a figure is shown at its size in
+    CSS px and sharp on a high-density screen. The figure's dpi stays
+    :data:`FIGURE_DPI`, so its text output (``<Figure size 704x440 …>``) is unchanged.
+    """
     plt.rcParams.update(
         {
             "figure.figsize": (FIGURE_WIDTH_IN, 4.0),
-            "figure.dpi": 110,
+            "figure.dpi": FIGURE_DPI,
+            "savefig.dpi": FIGURE_DPI * PIXEL_RATIO,
             "axes.grid": True,
             "grid.alpha": 0.3,
             "axes.spines.top": False,
             "axes.spines.right": False,
             "legend.frameon": False,
-            "font.size": 10,
+            "font.size": TICK_FONT_PT,
+            "axes.titlesize": "medium",
+            "figure.titlesize": "medium",
+            "axes.labelsize": "medium",
+            "xtick.labelsize": "medium",
+            "ytick.labelsize": "medium",
+            "legend.fontsize": "medium",
         }
     )
+    _inline_retina()
+
+
+def retina_png(fig: Figure) -> tuple[bytes, dict[str, int]] | None:
+    """A figure as the book stores it: PNG at :data:`PIXEL_RATIO` times its CSS size.
+
+    Drawn as IPython's inline backend draws (tight bounding box), at ``fig.dpi *
+    PIXEL_RATIO``, then reduced to a 256-colour palette: the book's figures have a few
+    line colours and one colour map, and the palette makes the PNG about a third of
+    the size of the full-colour one, so a notebook stays small.
+
+    Returns:
+        The PNG bytes and ``{"width": …}``, the CSS width in px (the output's metadata:
+        MyST-NB and Jupyter show the image this wide), or None for a figure with nothing
+        drawn on it (as IPython does). No height: a fixed height would keep the image
+        that tall where a narrow screen shrinks its width, and stretch it.
+    """
+    import io
+
+    from PIL import Image
+
+    if not fig.axes and not fig.lines and not fig.texts and not fig.images:
+        return None
+    drawn = io.BytesIO()
+    fig.savefig(drawn, format="png", dpi=fig.dpi * PIXEL_RATIO, bbox_inches="tight",
+                facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
+    image = Image.open(io.BytesIO(drawn.getvalue())).convert("RGB")
+    stored = io.BytesIO()
+    image.quantize(256).save(stored, format="png", optimize=True)
+    return stored.getvalue(), {"width": image.size[0] // PIXEL_RATIO}
+
+
+def _inline_retina() -> None:
+    """In IPython, display figures with :func:`retina_png`; outside it, nothing."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # the book's build environment has no IPython
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    # Load the inline backend now: on loading, it sets IPython's figure formatters
+    # (configure_inline_support), which would replace the one set here.
+    plt.switch_backend(plt.get_backend())
+    formatters = shell.display_formatter.formatters
+    formatters["image/png"].for_type(Figure, retina_png)
+    for other in ("image/svg+xml", "image/jpeg", "application/pdf"):
+        formatters[other].pop(Figure, None)  # one image per figure
 
 
 def scheme_label(scheme: str) -> str:
@@ -176,11 +259,32 @@ def plot_perplexity_vs_length(
     ax.set_xlabel("evaluation length L (bytes)")
     ax.set_ylabel(ylabel)
     if title:
-        ax.set_title(title, pad=16)  # room for the L_train label under it
+        ax.set_title(title, pad=24)  # room for the L_train label under it
     if legend:
         ax.legend()
     fig.tight_layout()
     return fig
+
+
+def legend_below(fig: Figure, ax: Axes | None = None, ncol: int = 2) -> None:
+    """Move a legend under the figure, in ``ncol`` columns, where it covers no curve.
+
+    At the book's font size a legend of five or more entries covers part of a one-panel
+    plot; under the x label it covers nothing. Call it last (after ``tight_layout``):
+    the legend hangs below the figure's bottom edge, and the stored image, whose
+    bounding box is fitted to what is drawn (:func:`retina_png`), includes it.
+
+    Args:
+        fig: the figure.
+        ax: the axes whose lines the legend names (default: the first axes).
+        ncol: number of columns.
+    """
+    ax = fig.axes[0] if ax is None else ax
+    handles, labels = ax.get_legend_handles_labels()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               bbox_transform=fig.transFigure, ncol=ncol)
 
 
 def plot_attention_map(

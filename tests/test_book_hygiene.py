@@ -12,8 +12,8 @@ They also check the shape of a chapter as a reader meets it: a title without a n
 learning goals and prerequisites, a summary, labelled exercises with hidden solutions
 and a references section at the end; nbval markers as cell tags (readers see ``#
 NBVAL_`` comments); no stored stderr (progress bars); code and printed lines of at most
-88 characters; alt text on every figure; tables with display names rather than raw
-scheme identifiers. And that .ci/run runs the README's test command.
+88 characters; alt text on every figure, and a number, a name and a caption, with the prose
+citing the number; tables with display names rather than raw scheme identifiers. And that .ci/run runs the README's test command.
 """
 
 from __future__ import annotations
@@ -497,6 +497,99 @@ def test_every_figure_has_alt_text(path: Path) -> None:
         f"{path.name}: code cells {missing} show a figure without alt text; put what "
         f'it shows in the cell metadata: {{"mystnb": {{"image": {{"alt": "…"}}}}}}'
     )
+
+
+FIGURES_PENDING = {
+    "05_rope",
+    "09_train_short_test_long_at_scale",
+    "10_why_extrapolation_fails",
+    "11_context_extension",
+    "12_retrieval",
+    "15_positions_in_a_checkpoint",
+}
+"""Issue 29: chapters being edited in parallel when figures got numbers and captions.
+Their figure checks are expected to fail until the mechanism is applied to them; a
+pending chapter that passes fails, so that it is taken off this list."""
+
+FIGURE_NAME = re.compile(r"fig-(\d\d)-[a-z0-9]+(-[a-z0-9]+)*")
+STALE_REFERENCE = re.compile(
+    r"\b(figure|plot|heat map|panel)s? (below|above)\b|\bthe figure (shows|follows)\b",
+    re.I,
+)
+
+
+def figure_cells(nb: dict) -> list[tuple[int, dict]]:
+    """(index among code cells, cell) of every code cell that shows an image."""
+    return [
+        (i, cell)
+        for i, cell in enumerate(code_cells(nb))
+        if any(
+            {"image/png", "image/svg+xml", "image/jpeg"} & set(o.get("data", {}))
+            for o in cell.get("outputs", [])
+        )
+    ]
+
+
+def expect_unless_pending(path: Path, problems: list[str], how: str) -> None:
+    if path.stem in FIGURES_PENDING:
+        if problems:
+            pytest.xfail(f"issue 29, not yet applied to {path.name}: {problems[0]}")
+        pytest.fail(f"{path.name} passes now: take it off FIGURES_PENDING")
+    assert not problems, f"{path.name}: " + "; ".join(problems) + f". {how}"
+
+
+FIGURE_HOW = (
+    "Every figure cell carries, in its metadata, "
+    '{"mystnb": {"figure": {"caption": "…", "name": "fig-NN-what"}, '
+    '"image": {"alt": "…"}}} (CONTRIBUTING.md, "Figures"), shows one figure and '
+    "nothing else, and the prose refers to it as {numref}`fig-NN-what`"
+)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_is_numbered_and_captioned(path: Path) -> None:
+    """MyST-NB wraps the cell's output in a numbered <figure> with this caption; the
+    prose refers to it by number, not as "the figure below"."""
+    nb = load(path)
+    prose = "\n".join(markdown(nb))
+    problems = []
+    for i, cell in figure_cells(nb):
+        options = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+        caption, name = options.get("caption", ""), options.get("name", "")
+        match = FIGURE_NAME.fullmatch(name)
+        if not match or match.group(1) != path.name[:2]:
+            problems.append(f"code cell {i}: name {name!r} is not fig-{path.name[:2]}-…")
+        if not 8 <= len(caption.split()) <= 90:
+            problems.append(
+                f"code cell {i}: caption of {len(caption.split())} words "
+                "(1–3 sentences: what is plotted and what to notice)"
+            )
+        shown = [
+            o
+            for o in cell.get("outputs", [])
+            if o.get("output_type") in ("display_data", "execute_result")
+        ]
+        if len(shown) != 1:
+            problems.append(
+                f"code cell {i}: {len(shown)} displayed outputs; the figure must be "
+                "the only one (MyST-NB wraps each in the figure)"
+            )
+        if name and f"{{numref}}`{name}`" not in prose:
+            problems.append(f"code cell {i}: the prose never cites {{numref}}`{name}`")
+    stale = STALE_REFERENCE.search(prose) if figure_cells(nb) else None
+    if stale:
+        problems.append(f"the prose says {stale.group(0)!r}: cite the figure's number")
+    expect_unless_pending(path, problems, FIGURE_HOW)
+
+
+def test_figure_names_are_unique_in_the_book() -> None:
+    names = Counter(
+        cell["metadata"]["mystnb"]["figure"]["name"]
+        for path in NOTEBOOKS
+        for _, cell in figure_cells(load(path))
+        if "name" in cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+    )
+    assert not [n for n, k in names.items() if k > 1], names.most_common(3)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

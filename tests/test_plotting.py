@@ -17,10 +17,17 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from posenc_lib.plotting import (  # noqa: E402
+    FIGURE_DPI,
+    MAX_FIGURE_WIDTH_IN,
+    MIN_PHONE_FONT_PX,
+    PIXEL_RATIO,
     SCHEME_STYLE,
+    TICK_FONT_PT,
+    legend_below,
     plain_log_ticks,
     plot_attention_map,
     plot_perplexity_vs_length,
+    retina_png,
     scheme_label,
     use_book_style,
 )
@@ -82,8 +89,9 @@ def overlaps(a, b) -> bool:
 
 @pytest.mark.parametrize("yscale", ["linear", "log"])
 def test_train_length_label_is_not_covered_by_the_legend(yscale: str) -> None:
-    fig = plot_perplexity_vs_length(
-        CURVES, train_length=128, yscale=yscale, title="Sliding windows"
+    fig = plot_perplexity_vs_length(  # a title as wide as the plot, over the label
+        CURVES, train_length=128, yscale=yscale,
+        title="Trained on 128-byte windows, tested on longer ones (one seed)",
     )
     ax = fig.axes[0]
     fig.canvas.draw()
@@ -141,3 +149,42 @@ def test_attention_map_has_labelled_axes_and_a_colour_bar() -> None:
     assert bar.get_ylabel() == "attention probability"
     with pytest.raises(ValueError, match="2-D"):
         plot_attention_map(torch.zeros(2, 3, 4))
+
+
+def test_retina_png_has_twice_the_pixels_of_its_css_size() -> None:
+    import io
+
+    from PIL import Image
+
+    fig = plot_perplexity_vs_length(CURVES, train_length=128)
+    png, size = retina_png(fig)
+    pixels = Image.open(io.BytesIO(png)).size
+    assert pixels[0] // PIXEL_RATIO == size["width"] and PIXEL_RATIO == 2
+    assert set(size) == {"width"}  # a fixed height would stretch it on a phone
+    # tight bounding box: about the figure's size in CSS px, never wider
+    assert 0.9 * fig.get_figwidth() * FIGURE_DPI < size["width"]
+    assert size["width"] <= fig.get_figwidth() * FIGURE_DPI + 1
+    assert retina_png(plt.figure()) is None  # nothing drawn: no image, as in IPython
+
+
+def test_text_is_legible_on_a_phone_at_the_widest_figure() -> None:
+    """A figure drawn MAX_FIGURE_WIDTH_IN wide is shown 358 px wide in a 390 px window
+    (the column measured in Chromium); its tick labels must stay >= MIN_PHONE_FONT_PX."""
+    assert plt.rcParams["font.size"] == TICK_FONT_PT
+    assert plt.rcParams["figure.dpi"] == FIGURE_DPI
+    shown = TICK_FONT_PT * FIGURE_DPI / 72 * 358 / (MAX_FIGURE_WIDTH_IN * FIGURE_DPI)
+    assert shown >= MIN_PHONE_FONT_PX
+
+
+def test_legend_below_sits_under_the_axes_and_covers_nothing() -> None:
+    fig = plot_perplexity_vs_length(CURVES, train_length=128)
+    legend_below(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    assert ax.get_legend() is None and len(fig.legends) == 1
+    box = fig.legends[0].get_window_extent(renderer)
+    below = ax.xaxis.label.get_window_extent(renderer)
+    assert box.y1 <= below.y0 + 1, "the legend must hang below the x label"
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts == ["ALiBi", "RoPE", "Sinusoidal", "Learned"]

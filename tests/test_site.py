@@ -5,9 +5,12 @@ book.
   README's build) and every page of ``_toc.yml`` is opened in headless Chromium at 1280
   px, served over HTTP as a website would be. Each page must show: math typeset by
   MathJax and no raw TeX left; every image loaded, with alt text, and not shrunk below
-  80 % of its size; nothing in the main column wider than the column (no output that
+  80 % of its size in CSS px (a figure stored at 2x declares it); nothing in the main column wider than the column (no output that
   scrolls or is clipped sideways); citations that link to a reference whose label reads
   like the citation; no console errors and no request that fails or leaves the site.
+* Every image in a page's text is a numbered figure ("Figure 3.1") with a caption, stored
+  at twice its CSS size and linked to its own file; at a 390 px phone viewport its tick
+  labels are still at least 9 px.
 * Every link and anchor between the site's pages resolves.
 * Chapters carry a Colab button at the book's version.
 * The figures a reader can move (``posenc_lib.interactive``) change their picture when
@@ -224,6 +227,15 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+# The width an <img> asks for in CSS px: its width attribute or style (a 2x figure's is half
+# its pixels), else its pixels.
+DECLARED_WIDTH = r"""
+  const declaredWidth = (img) => {
+    const attribute = parseFloat(img.getAttribute('width') || img.style.width || '');
+    return attribute > 0 ? attribute : img.naturalWidth;
+  };
+"""
+
 # Runs in the page once it has loaded and MathJax has finished: every problem a reader would see.
 INSPECT = r"""
 async (minScale) => {
@@ -243,6 +255,7 @@ async (minScale) => {
     return `<${e.tagName.toLowerCase()}${cls ? ' class="' + cls + '"' : ''}> "${text}"`;
   };
   const visible = (e) => e.getClientRects().length > 0;
+  ${DECLARED_WIDTH}
 
   // Math: every math element typeset, no raw TeX delimiters left in the text.
   const maths = [...article.querySelectorAll('.math')];
@@ -264,9 +277,12 @@ async (minScale) => {
     if (!alt || alt === src || alt.endsWith(name) || /\.(png|jpe?g|svg|gif)$/i.test(alt)) {
       problems.push(`image without alt text (alt="${alt.slice(0, 60)}"): ${name}`);
     }
+    // A figure stored at 2x ("retina") declares its size in CSS px; shrinking is
+    // measured against that size, not against its pixels.
     const shown = img.getBoundingClientRect().width;
-    if (visible(img) && shown < minScale * img.naturalWidth - 1) {
-      problems.push(`image shrunk to ${Math.round(100 * shown / img.naturalWidth)} % (${Math.round(shown)} of ${img.naturalWidth} px): ${name}`);
+    const size = declaredWidth(img);
+    if (visible(img) && shown < minScale * size - 1) {
+      problems.push(`image shrunk to ${Math.round(100 * shown / size)} % (${Math.round(shown)} of ${Math.round(size)} CSS px): ${name}`);
     }
   }
 
@@ -295,7 +311,7 @@ async (minScale) => {
   }
   return {problems, citations: targets, here: location.origin + location.pathname};
 }
-"""
+""".replace("${DECLARED_WIDTH}", DECLARED_WIDTH)
 
 
 def label_of(target: dict, cache: dict) -> str | None:
@@ -425,12 +441,142 @@ def test_interactive_figures_move_offline(browser, docname: str) -> None:
     assert not problems, f"{docname}:\n" + "\n".join(problems)
 
 
+# --- Figures: numbered, captioned, sharp at 2x, exportable, legible on a phone ----------
+
+PHONE = {"width": 390, "height": 844}  # a phone's viewport in CSS px (iPhone 12 to 15)
+FIGURES_PENDING = {
+    "notebooks/05_rope",
+    "notebooks/09_train_short_test_long_at_scale",
+    "notebooks/10_why_extrapolation_fails",
+    "notebooks/11_context_extension",
+    "notebooks/12_retrieval",
+    "notebooks/15_positions_in_a_checkpoint",
+}
+"""Issue 29: chapters edited in parallel when figures got numbers, captions and 2x
+images (as in tests/test_book_hygiene.py). Expected to fail until the mechanism is applied
+to them; one that passes fails, so that it is taken off this list."""
+
+
+def expect_unless_pending(docname: str, problems: list[str]) -> None:
+    if docname in FIGURES_PENDING:
+        if problems:
+            pytest.xfail(f"issue 29, not yet applied to {docname}: {problems[0]}")
+        pytest.fail(f"{docname} passes now: take it off FIGURES_PENDING")
+    assert not problems, f"{docname}:\n" + "\n".join(problems)
+
+
+def declared_width(img) -> float | None:
+    """The CSS width an <img> declares (attribute or inline style), in px."""
+    match = re.search(
+        r"(?:^|;)\s*width:\s*([\d.]+)px", img.get("style", "")
+    ) or re.fullmatch(r"([\d.]+)(px)?", img.get("width", ""))
+    return float(match.group(1)) if match else None
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_figures_are_numbered_captioned_sharp_and_exportable(
+    site: Path, docname: str
+) -> None:
+    """Every image in a page's text is a numbered figure with a caption, declares its
+    CSS size, is stored with twice as many pixels (sharp on a 2x screen), and links to
+    its own file (a reader can open, save or present it; it works offline)."""
+    from bs4 import BeautifulSoup
+    from PIL import Image
+
+    path = site / page_path(docname)
+    soup = BeautifulSoup(path.read_text(), "html.parser")
+    article = soup.select_one("article.bd-article") or soup.main
+    images = article.find_all("img")
+    if not images:
+        pytest.skip(f"{docname} shows no image")
+    problems = []
+    for img in images:
+        name = img["src"].split("/")[-1][:16]
+        figure = img.find_parent("figure")
+        caption = figure.find("figcaption") if figure else None
+        number = caption.select_one(".caption-number") if caption else None
+        if number is None or not re.fullmatch(
+            r"Figure \d+(\.\d+)*", number.get_text(strip=True)
+        ):
+            problems.append(f"{name}: not in a <figure> numbered 'Figure N.M' in its caption")
+        elif not figure.get("id"):
+            problems.append(f"{name}: its figure has no id to cite it by")
+        elif len(caption.get_text(" ", strip=True).split()) < 10:
+            problems.append(f"{name}: caption too short to say what to notice")
+        width = declared_width(img)
+        link = img.find_parent("a")
+        if width is None:
+            problems.append(f"{name}: declares no CSS width (not stored at 2x)")
+        if link is None or not link.get("href", "").endswith(".png"):
+            problems.append(f"{name}: does not link to its image file")
+            continue
+        target = (path.parent / unquote(link["href"])).resolve()
+        if not target.is_file():
+            problems.append(f"{name}: links to a missing file {link['href']}")
+        elif width is not None:
+            pixels = Image.open(target).size[0]
+            if pixels < 2 * width - 2:
+                problems.append(
+                    f"{name}: {pixels} px for {width:.0f} CSS px (not sharp at 2x)"
+                )
+    expect_unless_pending(docname, problems)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_figures_are_legible_on_a_phone(browser, docname: str) -> None:
+    """At a 390 px viewport a figure is shown narrower than its size; its tick labels
+    (``TICK_FONT_PT`` at ``FIGURE_DPI``) must still be at least ``MIN_PHONE_FONT_PX``, and
+    it must keep its proportions (not be squeezed sideways)."""
+    from posenc_lib.plotting import (
+        FIGURE_DPI,
+        MAX_FIGURE_WIDTH_IN,
+        MIN_PHONE_FONT_PX,
+        TICK_FONT_PT,
+    )
+
+    tick_px = TICK_FONT_PT * FIGURE_DPI / 72  # the tick labels' size at 100 %
+    chromium, base = browser
+    page = chromium.new_page(viewport=PHONE)
+    try:
+        page.goto(base + page_path(docname), wait_until="load")
+        shown = page.evaluate(
+            "() => {" + DECLARED_WIDTH + """
+              const article = document.querySelector('article.bd-article');
+              return [...article.querySelectorAll('img')].map(img => ({
+                name: img.getAttribute('src').split('/').pop().slice(0, 16),
+                shown: img.getBoundingClientRect().width,
+                tall: img.getBoundingClientRect().height,
+                aspect: img.naturalHeight / img.naturalWidth,
+                size: declaredWidth(img)}));
+            }"""
+        )
+    finally:
+        page.close()
+    if not shown:
+        pytest.skip(f"{docname} shows no image")
+    problems = [
+        f"{i['name']}: tick labels {tick_px * i['shown'] / i['size']:.1f} px at "
+        f"{PHONE['width']} px ({i['shown']:.0f} of {i['size']:.0f} CSS px); draw it "
+        f"narrower (at most {MAX_FIGURE_WIDTH_IN} in)"
+        for i in shown
+        if tick_px * i["shown"] / i["size"] < MIN_PHONE_FONT_PX
+    ] + [
+        f"{i['name']}: stretched to {i['tall'] / i['shown']:.2f} of its width, drawn at "
+        f"{i['aspect']:.2f} (a fixed height in the <img>?)"
+        for i in shown
+        if abs(i["tall"] / i["shown"] / i["aspect"] - 1) > 0.02
+    ]
+    expect_unless_pending(docname, problems)
+
+
 # --- What the landing page says -------------------------------------------------------
 
 
 def test_landing_page_claims_hold_on_the_stored_results() -> None:
     """book/intro.md: on the stored `book` sweep (sliding windows), ALiBi stays flat (within
-    2 %) up to 16 × L_train, and RoPE and sinusoidal rise (by more than 10 %) at 2 × L_train.
+    2 %) up to 16 × L_train, and RoPE and sinusoidal rise (by more than 10 %) at 2 × L_train;
+    the learned table has one point, at L_train; the runs are at the book scale, larger
+    than chapter 9's ci scale.
     """
     from posenc_lib.experiments import summarize
     from posenc_lib.stored import load_stored_results
@@ -449,8 +595,24 @@ def test_landing_page_claims_hold_on_the_stored_results() -> None:
         assert (
             mean[scheme][2 * train_length] > 1.10 * mean[scheme][train_length]
         ), scheme
-    intro = (ROOT / "book" / "intro.md").read_text()
-    assert "stays flat up to 16 times the training length" in " ".join(intro.split())
+    # The caption: learned positions have one point, since the table ends at L_train; the
+    # runs are at the book scale, and chapter 9's live sweep at the smaller ci scale.
+    from posenc_lib.scales import get_scale
+
+    assert list(mean["learned"]) == [train_length]
+    assert all(
+        r["train_config"]["model"]["max_positions"] == train_length
+        for r in results
+        if r["run"]["scheme"] == "learned"
+    )
+    assert {r["run"]["scale"]["name"] for r in results} == {"book"}
+    ci, book = get_scale("ci"), get_scale("book")
+    assert ci.d_model < book.d_model and ci.steps < book.steps
+    assert ci.num_layers <= book.num_layers
+    intro = " ".join((ROOT / "book" / "intro.md").read_text().split())
+    assert "stays flat up to 16 times the training length" in intro
+    assert "Learned positions have a single point" in intro
+    assert "live at the smaller ci scale" in intro
 
 
 # --- Deployment and packaging ---------------------------------------------------------

@@ -12,8 +12,9 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It adds
   machine, torch, scale, commit), read from ``metadata.posenc_execution``, which
   ``tools/execute_notebook.py`` writes;
 * ``{headline-figure}``: the headline result, drawn at build time from stored results
-  (``results/NAME``, read by ``posenc_lib.stored``) with ``posenc_lib.plotting``, with a
-  caption that says where they came from. Neither module imports torch, so the book
+  (``results/NAME``, read by ``posenc_lib.stored``) with ``posenc_lib.plotting``, as a
+  numbered figure with a caption that says what was run, and where the results came
+  from under it. Neither module imports torch, so the book
   builds without it (``requirements-book.txt``); posenc_lib is found in the checkout
   when it is not installed;
 * the substitutions ``{{ book_version }}`` and ``{{ repository_url }}`` (from
@@ -277,8 +278,11 @@ class HeadlineFigure(SphinxDirective):
 
     Options: ``:results:`` the name of the stored results (``results/NAME``),
     ``:protocol:`` (``sliding`` or ``nonoverlapping``), ``:alt:`` the alt text. The
-    content is the caption's first sentences; the directive adds what the runs were and
-    where they ran.
+    content is the caption's first sentences; the directive adds what the runs were
+    (seeds, protocol, model, scale, corpus). The figure is numbered (its id is
+    ``fig-headline-NAME-PROTOCOL``) and stored as a retina PNG, like the chapters'
+    figures; where the stored results came from (runs, torch, commits, dates) follows
+    in a paragraph under the figure rather than in its caption.
     """
 
     has_content = True
@@ -295,7 +299,11 @@ class HeadlineFigure(SphinxDirective):
         import matplotlib.pyplot as plt
 
         # neither imports torch (the build environment has none)
-        from posenc_lib.plotting import plot_perplexity_vs_length, use_book_style
+        from posenc_lib.plotting import (
+            plot_perplexity_vs_length,
+            retina_png,
+            use_book_style,
+        )
         from posenc_lib.stored import (
             load_stored_results,
             provenance_label,
@@ -321,30 +329,44 @@ class HeadlineFigure(SphinxDirective):
             spread={s: {L: v[1] for L, v in c.items()} for s, c in by_scheme.items()},
             train_length=train_length, yscale="log",
             title=title)
+        # Stored at twice its size in CSS px (sharp on a high-density screen), shown at
+        # its size: the width goes into the <img>, as MyST-NB does for the notebooks'
+        # figures, and Sphinx links the image to its file (exportable).
+        png, size = retina_png(fig)
+        plt.close(fig)
         out = Path(self.env.srcdir) / "book" / "_generated" / f"{name}-{protocol}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
+        if not out.exists() or out.read_bytes() != png:
+            out.write_bytes(png)
 
         figure = nodes.figure(classes=["headline-figure"])
+        # a label, so that the page can cite it as {numref}`fig-headline-NAME-PROTOCOL`
+        figure["names"].append(f"fig-headline-{name}-{protocol}")
+        self.state.document.note_explicit_target(figure, figure)
         uri = "/" + out.relative_to(self.env.srcdir).as_posix()
-        figure += nodes.image(uri=uri, alt=self.options["alt"])
+        figure += nodes.image(uri=uri, alt=self.options["alt"], width=f"{size['width']}px")
         caption = nodes.caption()
         for node in self.parse_content_to_nodes() if self.content else []:
             caption += node.children if isinstance(node, nodes.paragraph) else node
         model = first["train_config"]["model"]
         corpus = first["train_config"]["corpus"]
+        scale = first["run"]["scale"]
         seeds = ", ".join(str(s) for s in sorted({r["run"]["seed"] for r in results}))
         window = ("sliding windows (stride L/2)" if protocol == "sliding"
                   else "non-overlapping windows")
         caption += nodes.Text(
-            f" Mean ± standard deviation over seeds {seeds}; {window}; models of "
-            f"{first['train']['num_parameters']:,} parameters ({model['num_layers']} "
-            f"layers, d_model = {model['d_model']}) trained on "
-            f"{CORPUS_NAMES.get(corpus, corpus)}. Stored results, not computed by this "
-            f"page: {provenance_label(results)}.")
+            f" Mean ± standard deviation over seeds {seeds}; {window}; "
+            f"{first['train']['num_parameters']:,}-parameter models "
+            f"({model['num_layers']} layers, d_model = {model['d_model']}, "
+            f"{scale['steps']} steps: scale {scale['name']!r}) trained on "
+            f"{CORPUS_NAMES.get(corpus, corpus)}. Select the figure for its 2× image.")
         figure += caption
-        return [figure]
+        where = nodes.paragraph(classes=["headline-provenance"])
+        where += nodes.Text(
+            f"Where the figure's numbers come from: stored results "
+            f"(results/{name}), not computed by this page: "
+            f"{provenance_label(results)}.")
+        return [figure, where]
 
 
 # --- Configuration and page assets ----------------------------------------------------
