@@ -27,6 +27,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
+from posenc_lib.tables import use_book_tables
+
 SCHEME_STYLE: dict[str, dict[str, str]] = {
     "none": {"color": "#7f7f7f", "marker": "x", "label": "NoPE"},
     "sinusoidal": {"color": "#1f77b4", "marker": "o", "label": "Sinusoidal"},
@@ -66,6 +68,8 @@ def use_book_style() -> None:
     (MyST-NB writes it into the page's ``<img>``), so a figure is shown at its size in
     CSS px and sharp on a high-density screen. The figure's dpi stays
     :data:`FIGURE_DPI`, so its text output (``<Figure size 704x440 …>``) is unchanged.
+    Every DataFrame the notebook displays is drawn by :func:`posenc_lib.tables.table_html`
+    (:func:`posenc_lib.tables.use_book_tables`).
     """
     plt.rcParams.update(
         {
@@ -87,6 +91,7 @@ def use_book_style() -> None:
         }
     )
     _inline_retina()
+    use_book_tables()
 
 
 def retina_png(fig: Figure) -> tuple[bytes, dict[str, int]] | None:

