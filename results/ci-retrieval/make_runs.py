@@ -47,6 +47,9 @@ TEMPLATES = {"text": PasskeyTemplate(), "marked": MARKED_TEMPLATE}
 def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
     fraction, steps, quick = args.fraction, args.steps, args.quick
     base = dataclasses.replace(CI.train_config(scheme, seed), steps=steps)
+    if args.learned_init != "normal" and scheme == "learned":
+        model = dataclasses.replace(base.model, learned_init=args.learned_init)
+        base = dataclasses.replace(base, model=model)
     config = PasskeyMixConfig(base, fraction, template=TEMPLATES[args.template],
                               answer_weight=args.answer_weight,
                               repeat_fraction=args.repeat_fraction)
@@ -102,8 +105,10 @@ def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
 def name(scheme: str, seed: int, args: argparse.Namespace) -> str:
     if args.fraction == 0:
         return f"{scheme}-plain-steps{args.steps}-seed{seed}"
-    return (f"{scheme}-{args.template}-mix{args.fraction:g}-rep{args.repeat_fraction:g}"
-            f"-w{args.answer_weight:g}-steps{args.steps}-seed{seed}")
+    init = "" if args.learned_init == "normal" else f"-init{args.learned_init[:3]}"
+    return (f"{scheme}{init}-{args.template}-mix{args.fraction:g}"
+            f"-rep{args.repeat_fraction:g}-w{args.answer_weight:g}-steps{args.steps}"
+            f"-seed{seed}")
 
 
 def main() -> None:
@@ -116,6 +121,8 @@ def main() -> None:
     parser.add_argument("--template", choices=sorted(TEMPLATES), default="text")
     parser.add_argument("--answer-weight", type=float, default=0.0)
     parser.add_argument("--repeat-fraction", type=float, default=0.0)
+    parser.add_argument("--learned-init", choices=("normal", "sinusoidal"), default="normal",
+                        help="start of the learned table (learned scheme only)")
     args = parser.parse_args()
     for seed in args.seeds:
         for scheme in args.schemes:

@@ -14,11 +14,14 @@ import pandas as pd
 
 OUT = Path(__file__).resolve().parent
 part = sys.argv[1] if len(sys.argv) > 1 else ""
-runs = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json")) if part in p.name]
+runs = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json"))
+        if part in p.name and not p.name.startswith("rope-methods")]
 pk, cp = [], []
 for run in runs:
     recipe = run["recipe"]
     scheme, seed = recipe["base"]["model"]["position"], recipe["base"]["seed"]
+    if recipe["base"]["model"].get("learned_init", "normal") != "normal":
+        scheme += " (sinusoidal start)"
     for row in run["passkey"]:
         pk.append({"scheme": scheme, "seed": seed, "L": row["length"], "depth": row["depth"],
                    "correct": row["correct"], "trials": row["trials"]})

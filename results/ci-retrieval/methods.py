@@ -1,0 +1,162 @@
+"""Passkey accuracy and test NLL of the RoPE recipe model (passkey 0.25, repeat 0.25,
+marked template, answer weight 1, 1800 steps; seed 0) under chapter 11's context-
+extension methods, applied without fine-tuning: κ = L / L_train for PI, YaRN and
+Llama 3; dynamic NTK with factor 1 (κ = L / L_train at inference), as chapter 11 does.
+Then each method is fine-tuned as chapter 11 fine-tunes (κ = 4 at 4 L_train, 5 % of the
+base run's steps, the same bytes per step, peak lr / 5, one warm-up step), but on the
+recipe's mixture at 4 L_train (a quarter passkey windows, a quarter repeat windows, answer
+weight 1): fine-tuning on plain text would test whether the model forgets the task, not
+whether the method extends it. Each fine-tuned model is scored as the untuned ones.
+
+    PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 \\
+        python results/ci-retrieval/methods.py
+
+Writes rope-methods-marked-mix0.25-rep0.25-w1-steps1800-seed0.json beside this file.
+"""
+
+import dataclasses
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from posenc_lib import FineTuneConfig, TransformerLM, get_scale, load_corpus, with_rope_scaling
+from posenc_lib.cache import passkey_mix_cache_key, passkey_mix_cached
+from posenc_lib.evaluate import evaluate_perplexity
+from posenc_lib.experiments import provenance, write_json_atomic
+from posenc_lib.long_context import method_scaling
+from posenc_lib.data import sample_batch
+from posenc_lib.retrieval import (
+    MARKED_TEMPLATE,
+    PasskeyMixConfig,
+    _weighted_step,
+    byte_encode,
+    passkey_accuracy,
+    passkey_training_windows,
+    repeat_training_windows,
+)
+from posenc_lib.train import _optimizer, learning_rate
+
+OUT = Path(__file__).resolve().parent
+CI = get_scale("ci")
+L_TRAIN = CI.seq_len
+DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+TRIALS = 32
+SEED = 0
+LENGTHS = (128, 256, 512, 1024, 2048)
+METHODS = ("none", "linear", "dynamic", "yarn", "llama3")
+NLL_TOKENS = 16_384  # the first 16 384 test bytes at every L, non-overlapping windows
+
+
+def scaling_at(method: str, length: int) -> dict | None:
+    """Chapter 11's rule: κ = L / L_train (dynamic NTK: factor 1, κ set by L)."""
+    factor = 1.0 if method == "dynamic" else max(1.0, length / L_TRAIN)
+    return method_scaling(method, factor, L_TRAIN)
+
+
+FT_LENGTH = 4 * L_TRAIN
+
+
+def fine_tune_config(base, method: str) -> FineTuneConfig:
+    """Chapter 11's fine-tune, for the 1800-step recipe model."""
+    factor = 1.0 if method == "dynamic" else FT_LENGTH / L_TRAIN
+    return FineTuneConfig(base=base, seq_len=FT_LENGTH, steps=round(0.05 * base.steps),
+                          batch_size=base.batch_size * L_TRAIN // FT_LENGTH,
+                          lr=base.lr / 5, warmup_steps=1,
+                          rope_scaling=method_scaling(method, factor, L_TRAIN))
+
+
+def mixture_fine_tune(model, recipe: PasskeyMixConfig, config: FineTuneConfig):
+    """train.fine_tune's loop, with the recipe's passkey and repeat rows at seq_len."""
+    torch.manual_seed(config.base.seed)
+    tuned = TransformerLM(config.model)
+    tuned.load_state_dict(model.state_dict())
+    long_recipe = dataclasses.replace(recipe, base=dataclasses.replace(
+        recipe.base, seq_len=config.seq_len, batch_size=config.batch_size))
+    rows, repeats = long_recipe.passkey_rows(), long_recipe.repeat_rows()
+    tokens = load_corpus(config.base.corpus).train
+    generator = torch.Generator().manual_seed(config.base.seed + 1)
+    rng = random.Random(f"passkey-fine-tune-{config.base.seed}")
+    optimizer = _optimizer(tuned, config)
+    tuned.train()
+    losses = []
+    for step in range(config.steps):
+        inputs, targets = sample_batch(tokens, config.batch_size, config.seq_len, generator)
+        windows = passkey_training_windows(long_recipe, tokens, rng, rows)
+        inputs[:rows], targets[:rows] = windows[:, :-1], windows[:, 1:]
+        windows = repeat_training_windows(config.seq_len + 1, tokens, rng, repeats)
+        inputs[rows : rows + repeats] = windows[:, :-1]
+        targets[rows : rows + repeats] = windows[:, 1:]
+        losses.append(_weighted_step(tuned, optimizer, inputs, targets,
+                                     learning_rate(step, config), config.grad_clip, False,
+                                     rows, recipe.answer_tokens(), recipe.answer_weight))
+    tuned.eval()
+    return tuned, {"passkey_rows": rows, "repeat_rows": repeats, "losses": losses}
+
+
+def score(model, test, template, length: int) -> tuple[list[dict], float]:
+    passkey = passkey_accuracy(model, byte_encode, (length,), DEPTHS, trials=TRIALS,
+                               seed=SEED, filler=test, template=template)
+    return passkey, evaluate_perplexity(model, test, length, max_tokens=NLL_TOKENS).nll
+
+
+def main() -> None:
+    base = dataclasses.replace(CI.train_config("rope", SEED), steps=1800)
+    config = PasskeyMixConfig(base, 0.25, template=MARKED_TEMPLATE, answer_weight=1.0,
+                              repeat_fraction=0.25)
+    model, _ = passkey_mix_cached(config, "cpu", progress=False)
+    test = load_corpus(base.corpus).test
+    rows = []
+    start = time.perf_counter()
+    for method in METHODS:
+        for length in LENGTHS:
+            stretched = with_rope_scaling(model, scaling_at(method, length))
+            passkey, nll = score(stretched, test, config.template, length)
+            rows.append({"method": method, "length": length,
+                         "rope_scaling": scaling_at(method, length),
+                         "passkey": passkey, "test_nll": nll})
+            print(method, length, [r["correct"] for r in passkey], round(nll, 3),
+                  flush=True)
+    untuned_wall = time.perf_counter() - start
+    tuned_rows = []
+    for method in METHODS[1:]:
+        ft = fine_tune_config(base, method)
+        begin = time.perf_counter()
+        tuned, record = mixture_fine_tune(model, config, ft)
+        ft_wall = time.perf_counter() - begin
+        for length in LENGTHS:
+            passkey, nll = score(tuned, test, config.template, length)
+            tuned_rows.append({"method": method, "length": length,
+                               "fine_tune": ft.to_dict(), "passkey": passkey,
+                               "test_nll": nll, "fine_tune_wall_s": ft_wall,
+                               "fine_tune_mixture": {k: v for k, v in record.items()
+                                                     if k != "losses"},
+                               "fine_tune_final_loss": record["losses"][-1]})
+            print("tuned", method, length, [r["correct"] for r in passkey],
+                  round(nll, 3), flush=True)
+    write_json_atomic(OUT / "rope-methods-marked-mix0.25-rep0.25-w1-steps1800-seed0.json", {
+        "format": 1,
+        "recipe": config.to_dict(),
+        "model_cache_key": passkey_mix_cache_key(config, "cpu"),
+        "fine_tuned": "rows: no; fine_tuned_rows: yes",
+        "passkey_protocol": {"filler": "test split (Persuasion), a fresh random offset "
+                             "per window", "depths": list(DEPTHS),
+                             "trials_per_cell": TRIALS, "key_digits": 5,
+                             "scoring": "exact match of all 5 key bytes, greedy",
+                             "draw_seed": SEED},
+        "nll_protocol": f"non-overlapping windows of L, the first {NLL_TOKENS} test "
+                        "bytes, nats per byte",
+        "rows": rows,
+        "fine_tuned_rows": tuned_rows,
+        "fine_tune_protocol": "chapter 11's fine-tune (kappa 4 at 4 L_train, 5 % of the "
+                              "base steps, same bytes per step, lr / 5, 1 warm-up step) "
+                              "on the recipe's mixture at 4 L_train, answer weight 1",
+        "eval_wall_s": untuned_wall,
+        "total_wall_s": time.perf_counter() - start,
+        "provenance": provenance("cpu"),
+    })
+
+
+if __name__ == "__main__":
+    main()
