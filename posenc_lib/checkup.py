@@ -12,24 +12,32 @@ reports:
    the config's base and scaling in that layout, into every layer and compares the
    model's logits with its own.
 2. **Pair usage.** :func:`pair_usage`: for every layer, head and frequency pair i,
-   the mean |contribution of pair i to the score| over the causal (t, s) of a text, as
-   a share of all pairs; in the spirit of Barbero et al. (2025, "Round and Round We
-   Go! What makes Rotary Positional Encodings useful?", ICLR), who find high-frequency
-   pairs building positional heads and low-frequency pairs carrying content.
+   the mean |term of pair i in the score| over the causal (t, s) of a text, as a
+   share of all pairs (the share of |score terms|: a size, not a dependence, and a
+   different measure from Barbero et al.'s); in the spirit of Barbero et al. (2025,
+   "Round and Round We Go! What makes Rotary Positional Encodings useful?", ICLR), who
+   find high-frequency pairs building positional heads and low-frequency pairs
+   carrying content.
    :func:`positional_heads` flags the heads that put half their attention or more on
    the same token (diagonal) or the previous one, the two kinds of positional head
    Barbero et al. name.
 3. **The critical pair** (chapter 10): i_c, the first pair with (L_train − 1)·θ_i < 2π,
    its wavelength, and the first distance whose angle it never saw (L_train), next to
    where perplexity breaks (a measured per-block loss, or the stored run of chapter 11).
+   L_train is the config's ``original_max_position_embeddings`` when its RoPE is
+   scaled (Llama 3.1: 8192, not the 131 072 of ``max_position_embeddings``), and θ_i
+   are the frequencies the config rotates with (:func:`config_frequencies`).
 4. **Extension.** :func:`extension_effect` measures the loss past L_train at 2 L_train
    for each context-extension method; for SmolLM2 the 16 384-token passes take about
-   26 min each on this book's CPU, so the command line reads chapter 11's stored run
-   instead (``--stored-extension``) and says so.
+   26 min each on this book's CPU, so the command line reads chapter 11's stored runs
+   instead (``--stored-extension``, one folder or several, a later folder's method
+   replacing an earlier one's) and records which folder each method came from.
 
 Command line::
 
-    python -m posenc_lib.checkup --gguf shipped --out results/pretrained/smollm2-checkup.json
+    python -m posenc_lib.checkup --gguf shipped --out results/pretrained/smollm2-checkup.json \
+        --stored-extension results/pretrained/smollm2-persuasion-16384 \
+        results/pretrained/smollm2-persuasion-16384-dynamic-factor1
     python -m posenc_lib.checkup --hf-dir PATH/TO/MODEL --context-length 4096
 
 Shapes: tokens ``[B, T]`` int64; q ``[B, H, T, D]``; k, v ``[B, H_kv, T, D]``.
@@ -242,11 +250,18 @@ def pair_indices(head_dim: int, layout: str) -> list[tuple[int, int]]:
 
 @torch.no_grad()
 def pair_usage(model: nn.Module, tokens: Tensor, layout: str) -> dict:
-    """How much each head's scores depend on each frequency pair, and its attention.
+    """Each head's share of |score terms| per frequency pair, and its attention.
 
-    For layer l, head h and pair i, u_{l,h,i} = mean over t ≥ s of
-    |q_t,i · k_s,i| (the 2-dimensional pair's share of the rotated dot product),
-    divided by Σ_i of the same: a share, summing to 1 over the pairs of a head.
+    For layer l, head h and pair i, u_{l,h,i} = mean over t ≥ s of |Re z_i(t, s)| =
+    |q_t,i · k_s,i| (the 2-dimensional pair's term of the rotated dot product),
+    divided by Σ_i of the same: a share, summing to 1 over the pairs of a head. It
+    measures the terms' size, not how much the attention depends on them: softmax
+    ignores the part of a term that is constant over the keys of a query, and that
+    part is not removed here. A different measure from Barbero et al.'s.
+
+    Memory: for each head it builds the terms of all (t, s, i) at once, a float32
+    tensor ``[T, T, d/2]`` (T² d/2 · 4 bytes: 8 MiB at T = 256, d = 64; 2 GiB at
+    T = 4096), plus a copy of its causal part; keep T to a few hundred tokens.
 
     Args:
         model: a Llama-style model in eval mode.
@@ -306,16 +321,24 @@ def positional_heads(usage: Mapping, threshold: float = 0.5) -> list[dict]:
 # --------------------------------------------------------------------- critical pair
 
 
-def critical_pair(head_dim: int, base: float, context_length: int) -> dict:
+def critical_pair(head_dim: int, base: float, context_length: int,
+                  inverse_frequencies: Tensor | None = None) -> dict:
     """Chapter 10's critical pair for a model: i_c, its wavelength, its turns.
 
     i_c is the first pair with (L_train − 1)·θ_i < 2π; distances r ≥ L_train give it
     angles r·θ_{i_c} it never saw in training (up to r = λ_{i_c}, where it comes round).
 
+    Args:
+        head_dim, base: θ_i = base^(−2i/d), unless ``inverse_frequencies`` is given.
+        context_length: L_train.
+        inverse_frequencies: ``[d/2]`` θ_i to use instead (a scaled config's, from
+            :func:`config_frequencies`).
+
     Raises:
         ValueError: if every pair completes a turn (no critical pair).
     """
-    theta = rope_inverse_frequencies(head_dim, base).double()
+    theta = (rope_inverse_frequencies(head_dim, base) if inverse_frequencies is None
+             else inverse_frequencies).double()
     turns = (context_length - 1) * theta / (2 * math.pi)
     short = (turns < 1).nonzero()
     if not len(short):
@@ -326,6 +349,38 @@ def critical_pair(head_dim: int, base: float, context_length: int) -> dict:
             "wavelength": 2 * math.pi / theta[i_c].item(),
             "turns_within_context": turns[i_c].item(),
             "first_unseen_distance": context_length}
+
+
+def trained_context(settings: Mapping, context_length: int | None = None) -> int:
+    """L_train of a model: ``context_length`` if given; for a scaled RoPE config its
+    ``original_max_position_embeddings`` (the context the unscaled model was trained
+    at); otherwise ``max_position_embeddings``.
+
+    Raises:
+        ValueError: if the config is scaled without ``original_max_position_embeddings``,
+            or has no ``max_position_embeddings``, and no ``context_length`` is given.
+    """
+    if context_length:
+        return int(context_length)
+    scaling = settings["rope_scaling"]
+    if scaling is not None:
+        original = scaling.get("original_max_position_embeddings")
+        if not original:
+            raise ValueError(f"the config's RoPE is scaled ({scaling.get('rope_type')}) "
+                             "but has no original_max_position_embeddings: pass "
+                             "context_length (L_train) explicitly")
+        return int(original)
+    if not settings["max_position_embeddings"]:
+        raise ValueError("pass context_length: the config has no "
+                         "max_position_embeddings")
+    return int(settings["max_position_embeddings"])
+
+
+def config_frequencies(settings: Mapping) -> Tensor:
+    """θ_i (``[d/2]``) the config rotates with: base^(−2i/d) for plain RoPE, the scaled
+    frequencies (PI, YaRN, Llama 3, …) for a scaled config (at its shortest length, for
+    dynamic NTK)."""
+    return _rotary(settings, "rotate_half").inv_freq.detach().clone()
 
 
 def first_break(block_nll: Sequence[float], block: int, context_length: int) -> dict:
@@ -388,14 +443,35 @@ def extension_effect(model: nn.Module, tokens: Tensor, context_length: int,
     return result
 
 
-def stored_extension(folder: Path | str, context_length: int) -> dict:
+def stored_extension(folders: Path | str | Sequence[Path | str],
+                     context_length: int) -> dict:
     """Chapter 11's stored SmolLM2 runs: the mean loss past L_train per method, and the
-    per-block loss of plain RoPE (``none``)."""
+    per-block loss of plain RoPE (``none``).
+
+    Args:
+        folders: one folder of runs, or several: a method found in a later folder
+            replaces the same method from an earlier one (e.g. dynamic NTK at
+            ``factor`` 1, the other methods' stretch, from its own folder).
+        context_length: L_train.
+
+    Returns:
+        ``{"past_context_nll": {method: nats per token}, "none_block_nll", "block",
+        "num_tokens", "factor" (the first folder's), "book", "runs": {method:
+        {"folder": folder name, "factor": that run's factor}}}``.
+    """
     from posenc_lib.long_context import load_long_context_results
 
-    results = load_long_context_results(folder)
+    if isinstance(folders, (str, Path)):
+        folders = [folders]
+    results, runs = {}, {}
+    for folder in folders:
+        for run in load_long_context_results(folder):
+            method = run["run"]["method"]
+            results[method] = run
+            runs[method] = {"folder": Path(folder).name, "factor": run["run"]["factor"]}
+    first = load_long_context_results(folders[0])[0]["run"]
     past, blocks, block = {}, None, None
-    for run in results:
+    for run in results.values():
         after = [b for b in run["blocks"] if b["first_position"] >= context_length]
         count = sum(b["last_position"] - b["first_position"] + 1 for b in after)
         past[run["run"]["method"]] = sum(
@@ -405,8 +481,8 @@ def stored_extension(folder: Path | str, context_length: int) -> dict:
             blocks = [b["nll"] for b in run["blocks"]]
             block = run["run"]["block"]
     return {"past_context_nll": past, "none_block_nll": blocks, "block": block,
-            "num_tokens": results[0]["run"]["num_tokens"],
-            "factor": results[0]["run"]["factor"], "book": results[0]["run"]["book"]}
+            "num_tokens": first["num_tokens"], "factor": first["factor"],
+            "book": first["book"], "runs": runs}
 
 
 # --------------------------------------------------------------------- the report
@@ -421,22 +497,27 @@ def checkup(model: nn.Module, text_tokens: Tensor, *, context_length: int | None
     Args:
         model: a Llama-style transformers model with RoPE, in eval mode.
         text_tokens: int64 ``[T]`` of a text, T ≥ usage_tokens.
-        context_length: L_train; default the config's ``max_position_embeddings``.
+        context_length: L_train; default :func:`trained_context` (the config's
+            ``original_max_position_embeddings`` for scaled RoPE, else
+            ``max_position_embeddings``).
         probe_tokens: the layout probe's sequence length (seeded random tokens).
-        usage_tokens: tokens of the text read by :func:`pair_usage`.
+        usage_tokens: tokens of the text read by :func:`pair_usage` (memory grows as
+            usage_tokens², see there).
         extension: a stored extension record (:func:`stored_extension`), or None to
             measure it on ``extension_tokens`` (T > L_train) with
             :func:`extension_effect`; neither: the part is reported as not measured.
         block: positions per block for the measured break (default L_train / 4).
 
     Raises:
-        ValueError: for a model without rotary attention (:func:`rope_settings`).
+        ValueError: for a model without rotary attention (:func:`rope_settings`), a
+            text shorter than ``usage_tokens``, or no known L_train
+            (:func:`trained_context`).
     """
     settings = rope_settings(model)
-    context = context_length or settings["max_position_embeddings"]
-    if not context:
-        raise ValueError("pass context_length: the config has no "
-                         "max_position_embeddings")
+    if text_tokens.dim() != 1 or text_tokens.numel() < usage_tokens:
+        raise ValueError(f"text_tokens must be [T] with T >= usage_tokens={usage_tokens},"
+                         f" got {tuple(text_tokens.shape)}")
+    context = trained_context(settings, context_length)
     report: dict = {"settings": {k: v for k, v in settings.items()},
                     "context_length": context, "seconds": {}}
     clock = time.perf_counter()
@@ -450,7 +531,8 @@ def checkup(model: nn.Module, text_tokens: Tensor, *, context_length: int | None
 
     clock = time.perf_counter()
     usage = pair_usage(model, text_tokens[None, :usage_tokens], layout)
-    critical = critical_pair(settings["head_dim"], settings["base"], context)
+    critical = critical_pair(settings["head_dim"], settings["base"], context,
+                             config_frequencies(settings))
     heads = positional_heads(usage)
     share = usage["share"]
     fast = share[..., : critical["pair"]].sum(dim=-1)  # share on pairs i < i_c
@@ -545,8 +627,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--context-length", type=int, default=None)
     parser.add_argument("--book", default="persuasion", help="an Austen novel")
     parser.add_argument("--usage-tokens", type=int, default=256)
-    parser.add_argument("--stored-extension", default=None,
-                        help="a folder of chapter 11's stored runs to report from")
+    parser.add_argument("--stored-extension", nargs="+", default=None,
+                        help="folders of chapter 11's stored runs to report from (a "
+                             "later folder's method replaces an earlier one's)")
     return parser
 
 
@@ -563,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = text_tokens(tokenizer, read_austen_book(args.book).decode(),
                        args.usage_tokens)
     settings = rope_settings(model)
-    context = args.context_length or settings["max_position_embeddings"]
+    context = trained_context(settings, args.context_length)
     extension = (stored_extension(args.stored_extension, context)
                  if args.stored_extension else None)
     report = checkup(model, text, context_length=context,

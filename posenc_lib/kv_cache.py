@@ -14,7 +14,7 @@ function here:
   unrotated key, because rotations compose, R_b R_a = R_{a+b}: rotate it by the offset.
 * :func:`cached_decode_logits` and :func:`recomputed_logits`: decoding token by token
   with the cache against recomputing every prefix without it. With plain RoPE the two
-  agree to float32 rounding. With dynamic NTK (the base grows with the current length
+  agree to ~1e-3 in the logits (the order of additions differs). With dynamic NTK (the base grows with the current length
   L once L exceeds L0) a cached key keeps the base it was rotated with, so past L0 the
   cache holds keys rotated under several bases and the logits differ from a
   recomputation (huggingface/transformers issue #25104, "Inconsistent Rotation Base

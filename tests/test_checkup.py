@@ -23,8 +23,10 @@ from posenc_lib.checkup import (
     pair_indices,
     positional_heads,
     probe_layout,
+    config_frequencies,
     rope_settings,
     stored_extension,
+    trained_context,
 )
 from posenc_lib.encodings.rope import RotaryEmbedding
 
@@ -152,6 +154,56 @@ def test_the_stored_chapter_11_run_is_read() -> None:
     assert len(stored["none_block_nll"]) == 8
     brk = first_break(stored["none_block_nll"], stored["block"], 8192)
     assert brk["break_start"] == 10240
+
+
+def test_the_equal_stretch_dynamic_run_replaces_the_first_folders() -> None:
+    from posenc_lib.stored import stored_results_dir
+
+    base = stored_results_dir("pretrained")
+    both = stored_extension([base / "smollm2-persuasion-16384",
+                             base / "smollm2-persuasion-16384-dynamic-factor1"], 8192)
+    alone = stored_extension(base / "smollm2-persuasion-16384-dynamic-factor1", 8192)
+    assert both["past_context_nll"]["dynamic"] == alone["past_context_nll"]["dynamic"]
+    assert both["runs"]["dynamic"] == {
+        "folder": "smollm2-persuasion-16384-dynamic-factor1", "factor": 1.0}
+    assert both["runs"]["yarn"]["folder"] == "smollm2-persuasion-16384"
+    assert both["factor"] == 2.0 and len(both["none_block_nll"]) == 8
+
+
+LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0, "original_max_position_embeddings": 8,
+          "rope_theta": 10000.0}
+
+
+def test_a_scaled_config_counts_from_its_original_context() -> None:
+    model = tiny_llama(rope_parameters=dict(LLAMA3))  # max_position_embeddings 32
+    settings = rope_settings(model)
+    assert trained_context(settings) == 8 and trained_context(settings, 20) == 20
+    theta = config_frequencies(settings)
+    plain = critical_pair(16, 10000.0, 8)
+    scaled = critical_pair(16, 10000.0, 8, theta)
+    assert scaled["first_unseen_distance"] == 8
+    assert scaled["wavelength"] == pytest.approx(2 * math.pi / theta[scaled["pair"]].item())
+    assert theta[-1] == pytest.approx(plain_theta_last() / 4)  # slow pairs stretched
+    assert scaled["pair"] <= plain["pair"]
+    text = torch.randint(0, 97, (40,), generator=torch.Generator().manual_seed(1))
+    report = checkup(model, text, usage_tokens=20, probe_tokens=16)
+    assert report["context_length"] == 8
+    assert report["critical_pair"] == scaled
+    no_original = {k: v for k, v in LLAMA3.items()
+                   if k != "original_max_position_embeddings"}
+    with pytest.raises(ValueError, match="original_max_position_embeddings"):
+        trained_context({**settings, "rope_scaling": no_original})
+
+
+def plain_theta_last() -> float:
+    return 10000.0 ** (-2 * 7 / 16)
+
+
+def test_a_text_shorter_than_usage_tokens_is_refused() -> None:
+    text = torch.randint(0, 97, (30,), generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="usage_tokens=40"):
+        checkup(tiny_llama(), text, usage_tokens=40, probe_tokens=16)
 
 
 def test_a_model_without_rotary_attention_is_refused() -> None:
