@@ -26,6 +26,7 @@ import html
 import io
 import json
 import math
+import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -54,7 +55,8 @@ class Player:
             (e.g. ``"t = 5, s = 2"``).
         label: what the slider moves (e.g. ``"query position t"``).
         alt: what the figure shows, for readers who cannot see it (the image's alt
-            text and the player's aria-label).
+            text; the player's own aria-label is the short "figure with a slider:
+            ``label``").
         table: the numbers the frames show, for a notebook to assert and print.
     """
 
@@ -88,10 +90,13 @@ class Player:
         alt, label = html.escape(self.alt), html.escape(self.label)
         shown = html.escape(self.values[0])
         last = len(self.frames) - 1
-        script = _SCRIPT.replace("UID", uid).replace(
-            "FRAMES", json.dumps(uris)).replace("VALUES", json.dumps(self.values))
+        # one substitution pass: text put in (base64, values) is never searched again
+        script = _SCRIPT.substitute(uid=uid, frames=_script_json(uris),
+                                    values=_script_json(self.values))
+        group = html.escape(f"figure with a slider: {self.label}")  # short: alt is long
         return (
-            f'<div class="posenc-player" id="{uid}" role="group" aria-label="{alt}">\n'
+            f'<div class="posenc-player" id="{uid}" role="group" '
+            f'aria-label="{group}">\n'
             f'<img class="posenc-player-frame" src="{uris[0]}" alt="{alt}" '
             f'width="{width}" height="{height}">\n'
             f'<div class="posenc-player-controls" style="display: flex; '
@@ -113,10 +118,10 @@ class Player:
         return f"Player({len(self.frames)} frames of {self.label!r})"
 
 
-_SCRIPT = """
+_SCRIPT = string.Template("""
 (function () {
-  var root = document.getElementById("UID");
-  var frames = FRAMES, values = VALUES;
+  var root = document.getElementById("$uid");
+  var frames = $frames, values = $values;
   var img = root.querySelector(".posenc-player-frame");
   var slider = root.querySelector(".posenc-player-slider");
   var shown = root.querySelector(".posenc-player-value");
@@ -130,7 +135,12 @@ _SCRIPT = """
   root.querySelector(".posenc-player-next").addEventListener(
     "click", function () { show(parseInt(slider.value, 10) + 1); });
 })();
-"""
+""")
+
+
+def _script_json(value: object) -> str:
+    """``value`` as a JavaScript literal that cannot end the inline ``<script>``."""
+    return json.dumps(value).replace("</", "<\\/")
 
 
 def _png_size(png: bytes) -> tuple[int, int]:
@@ -253,7 +263,7 @@ def attention_by_length_player(profiles: Mapping[str, Mapping[int, Tensor]],
         shares: ``shares[scheme][L]``, the share of the weight on distances
             r ≥ L_train (e.g. from
             :func:`~posenc_lib.attention_maps.attention_mass_beyond`), printed in each
-            panel's title.
+            panel's title to three significant digits (``#.3g``: 0.830, 0.00).
         train_length: L_train, marked on the distance axis; its profile stays on every
             frame, in grey, for comparison.
         layer: the layer the profiles come from (for the titles).
@@ -291,7 +301,7 @@ def attention_by_length_player(profiles: Mapping[str, Mapping[int, Tensor]],
             ax.set_yscale("log")
             ax.set_xlim(1, lengths[-1])
             ax.set_ylim(low / 2, high * 2)
-            ax.set_title(f"{scheme_label(scheme)}: {beyond[scheme][L]:.2f} of the "
+            ax.set_title(f"{scheme_label(scheme)}: {beyond[scheme][L]:#.3g} of the "
                          f"weight past $L_\\mathrm{{train}}$", fontsize=9)
             ax.legend(fontsize=8, loc="lower left")
         for ax in axes[-1]:
@@ -320,6 +330,10 @@ def context_extension_player(head_dim: int, base: float, train_length: int,
                              kappas: Sequence[float], methods: Mapping[str, str],
                              colors: Mapping[str, str]) -> Player:
     """Wavelengths λ'_i = 2π/θ'_i of context-extension methods as κ moves.
+
+    The right panel plots θ'_i/θ_i with a dashed line at 1/κ: a pair at or under it
+    turns, within κ·L_train positions, through no more angle than it turned within
+    L_train unscaled.
 
     Each method is set as :func:`~posenc_lib.long_context.method_scaling` sets it, at
     factor κ for a window of κ·L_train (``dynamic`` with factor 1 at length κ·L_train,
@@ -371,6 +385,8 @@ def context_extension_player(head_dim: int, base: float, train_length: int,
         left.set_yscale("log")
         left.set_ylim(plain.min().item() / 2, top * 2)
         left.set_ylabel("wavelength $2\\pi/\\theta'_i$ (positions)")
+        right.axhline(1 / kappa, color="black", linestyle="--", linewidth=1)
+        right.text(pairs - 1, 1 / kappa * 1.15, "$1/\\kappa$", fontsize=8, ha="right")
         right.set_yscale("log", base=2)
         right.set_ylim(1 / (max(kappas) * 1.3), 1.3)
         ticks = [2.0 ** -n for n in range(0, int(math.log2(max(kappas))) + 1)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -28,15 +29,46 @@ def _frames(count: int) -> list[bytes]:
 def test_player_html_is_self_contained_and_described() -> None:
     player = Player(_frames(3), ["a = 1", "a = 2", "a = 3"], "a", "a number & a <b>")
     page = player.to_html()
-    assert "http" not in page and "src=\"//" not in page  # nothing from the network
+    _assert_offline(page)
     assert page.count("data:image/png;base64,") == 3 + 1  # each frame, and the first shown
     assert 'alt="a number &amp; a &lt;b&gt;"' in page
     assert 'type="range"' in page and 'max="2"' in page and 'aria-label="a"' in page
+    # the group's label is short, not the alt text again
+    assert 'role="group" aria-label="figure with a slider: a"' in page
     assert 'width="40" height="20"' in page  # the PNG's own size: shown unscaled
     assert player._repr_html_() == page and player.size_bytes == len(page.encode())
     ids = set(re.findall(r'id="(posenc-player-[0-9a-f]+)"', page))
     other = Player(_frames(2), ["x", "y"], "b", "another figure").to_html()
     assert len(ids) == 1 and ids.isdisjoint(re.findall(r'id="([^"]+)"', other))
+
+
+def _assert_offline(page: str) -> None:
+    """No address in the page outside its data: URIs, and every src is a data: URI."""
+    stripped = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]*", "data:", page)
+    assert not re.search(r"https?:|//|\bhref=|url\(", stripped)
+    sources = re.findall(r'\bsrc="([^"]*)"', page)
+    assert sources and all(src.startswith("data:") for src in sources)
+
+
+def test_offline_check_sees_addresses_and_not_base64() -> None:
+    player = Player(_frames(2), ["x", "y"], "a", "text")
+    page = player.to_html()
+    _assert_offline(page)
+    for leak in ('<a href="x">', 'src="//cdn.example/x.png"', "url(x)", "https://x"):
+        with pytest.raises(AssertionError):
+            _assert_offline(page.replace("</div>", leak + "</div>", 1))
+    # base64 may spell "http" (the stored chapter 5 player does): not an address
+    _assert_offline(page + '<img src="data:image/png;base64,iVBORhttp//AA==">')
+
+
+def test_values_and_frames_are_put_in_once() -> None:
+    """Text that spells a placeholder or ends a script is inserted as it is, once."""
+    values = ["$values VALUES FRAMES UID", "</script><b>"]
+    page = Player(_frames(2), values, "a", "text").to_html()
+    script = page.split("<script>", 1)[1].rsplit("</script>", 1)[0]
+    assert "</script" not in script and script.count("var frames = [") == 1
+    listed = json.loads(re.search(r"values = (\[.*?\]);", script).group(1))
+    assert listed == values
 
 
 def test_player_needs_one_value_per_frame() -> None:
