@@ -432,8 +432,14 @@ def exercise_labels(nb: dict) -> list[str]:
     return labels
 
 
+SOLUTIONS = ROOT / "book" / "solutions.md"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_exercises_are_labelled_with_hidden_solutions(path: Path) -> None:
+def test_exercises_are_labelled_and_link_to_their_solutions(path: Path) -> None:
+    """2–3 labelled exercises, each followed by a link to its solution; no solution in the
+    notebook itself (JupyterLab and Colab do not fold MyST dropdowns: a solution there would
+    sit in plain view under its exercise)."""
     nb = load(path)
     exercises = section(nb, "Exercises")
     labels = exercise_labels(
@@ -443,14 +449,31 @@ def test_exercises_are_labelled_with_hidden_solutions(path: Path) -> None:
         2 <= len(labels) <= 3
     ), f"{path.name}: {len(labels)} exercises in '## Exercises' (2–3)"
     assert all(labels), f"{path.name}: every exercise needs a :label:"
-    solutions = {label: options for label, options in SOLUTION.findall(exercises)}
+    assert not SOLUTION.search(
+        "\n".join(markdown(nb))
+    ), f"{path.name}: solutions go on book/solutions.md, not under the exercises"
     for label in labels:
         assert (
-            label in solutions
-        ), f"{path.name}: exercise {label} has no {{solution}} {label}"
+            f"<{label}-solution>`" in exercises
+        ), f"{path.name}: exercise {label} needs a {{ref}} link to <{label}-solution>"
+
+
+def test_every_exercise_has_one_folded_solution_on_the_solutions_page() -> None:
+    text = SOLUTIONS.read_text()
+    solutions = {}
+    for label, options in SOLUTION.findall(text):
+        assert label not in solutions, f"two solutions of {label}"
+        solutions[label] = options
+    labels = [label for path in NOTEBOOKS for label in exercise_labels(load(path))]
+    assert sorted(solutions) == sorted(labels), (
+        f"no solution: {set(labels) - set(solutions)}; "
+        f"no exercise: {set(solutions) - set(labels)}"
+    )
+    for label, options in solutions.items():
+        assert f":label: {label}-solution" in options, label
         assert re.search(
-            r":class:\s*dropdown", solutions[label]
-        ), f"{path.name}: the solution of {label} must be hidden (:class: dropdown)"
+            r":class:\s*dropdown", options
+        ), f"the solution of {label} must be folded (:class: dropdown)"
 
 
 def test_exercise_labels_are_unique_in_the_book() -> None:
@@ -688,3 +711,32 @@ def test_install_cell_stops_loudly(case: str, message: str) -> None:
     )
     last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr
     assert last.startswith("ImportError") and message in last, last
+
+
+def assertion_lines(code: str) -> tuple[int, int]:
+    """(lines of top-level ``assert`` statements, other top-level statements) of a cell."""
+    import ast
+
+    try:
+        body = ast.parse(re.sub(r"^\s*[%!].*$", "", code, flags=re.M)).body
+    except SyntaxError:
+        return 0, 0
+    asserts = [s for s in body if isinstance(s, ast.Assert)]
+    lines = sum(s.end_lineno - s.lineno + 1 for s in asserts)
+    return lines, len(body) - len(asserts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_checks_fold_away(path: Path) -> None:
+    """A page reads as prose, code and results: a cell's assertions (three lines or more) sit
+    in a cell of their own, tagged hide-input, which the site folds (CONTRIBUTING.md)."""
+    mixed, untagged = [], []
+    for i, cell in enumerate(code_cells(load(path))[1:], start=1):
+        lines, others = assertion_lines(source(cell))
+        tags = cell.get("metadata", {}).get("tags", [])
+        if lines >= 3 and others:
+            mixed.append(i)
+        if lines and not others and "hide-input" not in tags:
+            untagged.append(i)
+    assert not mixed, f"{path.name}: code cells {mixed} mix 3+ lines of asserts with code"
+    assert not untagged, f"{path.name}: assertion-only code cells {untagged} need hide-input"
