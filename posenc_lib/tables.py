@@ -28,6 +28,26 @@ NUMERIC = re.compile(
 forms like ``1.46×``, ``< 1e-5``, a dash for "not measured", ``nan``."""
 
 
+class Link(str):
+    """A table cell that links somewhere: its text, and ``href`` (a page, or ``#anchor``).
+
+    It is a ``str``, so pandas' plain text shows the text alone; :func:`table_html` draws
+    it as ``<a href="…">text</a>``.
+
+    Raises:
+        ValueError: if ``href`` is empty.
+    """
+
+    href: str
+
+    def __new__(cls, text: str, href: str) -> "Link":
+        if not href:
+            raise ValueError("Link: href must name a page or an #anchor, got ''")
+        link = super().__new__(cls, text)
+        link.href = href
+        return link
+
+
 def _is_numeric_column(values: pd.Series) -> bool:
     if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
         return True
@@ -39,7 +59,10 @@ def _cell(tag: str, text: object, css: str | None = None, span: int = 1) -> str:
     attributes = f' class="{css}"' if css else ""
     if span > 1:
         attributes += f' rowspan="{span}"'
-    return f"<{tag}{attributes}>{html.escape(_text(text))}</{tag}>"
+    inner = html.escape(_text(text))
+    if isinstance(text, Link):
+        inner = f'<a class="reference internal" href="{html.escape(text.href)}">{inner}</a>'
+    return f"<{tag}{attributes}>{inner}</{tag}>"
 
 
 def _text(value: object) -> str:
@@ -55,7 +78,8 @@ def table_html(frame: pd.DataFrame) -> str:
         frame: any DataFrame with single-level columns (a MultiIndex of rows is drawn with
             each index level in its own column, a repeated label shown once per run of
             equal values). Values are formatted as ``str(value)`` (format the numbers before,
-            as the chapters do, to the precision the prose uses).
+            as the chapters do, to the precision the prose uses); a :class:`Link` value or
+            index label is drawn as a link.
 
     Returns:
         A ``<table class="book-table">`` element as a string; deterministic (no random ids),

@@ -75,3 +75,18 @@ def test_in_ipython_every_dataframe_is_drawn_by_table_html() -> None:
     data, _ = shell.display_formatter.format(frame().reset_index(level=0))
     assert data["text/html"] == table_html(frame().reset_index(level=0))
     assert "protocol" in data["text/plain"]  # the plain text is pandas' own
+
+
+def test_a_link_is_drawn_as_a_link_and_reads_as_text() -> None:
+    from posenc_lib.tables import Link
+
+    df = pd.DataFrame({"verdict": ["fails"]},
+                      index=pd.Index([Link("RoPE <extrapolates>", "#ledger-claim-11")],
+                                     name="claim"))
+    html = table_html(df)
+    assert ('<th class="index" rowspan="1">' not in html
+            and '<a class="reference internal" href="#ledger-claim-11">'
+            'RoPE &lt;extrapolates&gt;</a>' in html)
+    assert "RoPE <extrapolates>" in df.to_string()
+    with pytest.raises(ValueError, match="href"):
+        Link("x", "")
