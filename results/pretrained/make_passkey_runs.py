@@ -62,14 +62,15 @@ LENGTHS = (2048, 4096, 8192, 12288, 16384)
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 ALL = METHODS
 # (lengths, depths, key indices, methods), run in this order, most useful first: the
-# check that the model retrieves at 2 k; both sides of L0 at two depths (needle far
-# from and near the question); then the other depths; then more keys. Dynamic NTK is
+# check that the model retrieves at 2 k; L0 at two depths; past L0 a needle far from
+# the question (more than L0 tokens back), then one near it (fewer); then the other
+# depths; then more keys. Dynamic NTK is
 # left out at L <= L0 (it is no scaling there, see check_dynamic_is_plain).
 PLAN = (
     ((2048,), (0.5,), (0, 1, 2), ("none",)),
     ((8192,), (0.25, 0.75), (0,), ALL),
-    ((16384,), (0.25, 0.75), (0,), ALL),
-    ((12288,), (0.25, 0.75), (0,), ALL),
+    ((16384, 12288), (0.25,), (0,), ALL),
+    ((16384, 12288), (0.75,), (0,), ALL),
     ((2048, 4096), (0.25, 0.75), (0,), ALL),
     ((2048, 4096, 8192), (0.0, 0.5, 1.0), (0,), ALL),
     ((16384, 12288), (0.5, 0.0, 1.0), (0,), ALL),
