@@ -13,7 +13,8 @@ rotation tables, bit for bit), so it is run once, as no scaling, and not again.
 Each forward appends one row to the output file, rewritten atomically; the jobs run in
 ``PLAN`` order (most useful first), so a run stopped at ``--deadline`` holds
 the most useful cells. An existing file is never overwritten: ``--resume`` continues it
-(same configuration and commit), ``--force`` starts it again.
+(same configuration; the commit of each resumed session is recorded), ``--force``
+starts it again.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python results/pretrained/make_passkey_runs.py \\
         --deadline 2026-12-02T08:58
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--resume", action="store_true",
-                        help="continue an existing file (same config and commit)")
+                        help="continue an existing file (same configuration)")
     parser.add_argument("--force", action="store_true",
                         help="start again, replacing an existing file")
     parser.add_argument("--deadline", default=None,
@@ -174,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.resume:
             sys.exit(f"{args.out} exists; pass --resume to continue it or --force to "
                      "replace it")
-        if stored["config"] != cfg or stored["provenance"]["commit"] != commit:
-            sys.exit(f"{args.out} holds another configuration or commit; use --force")
-        record = stored
-        record["provenance"]["resumed"] = [*record["provenance"].get("resumed", []),
-                                           now()]
+        if stored["config"] != cfg:
+            sys.exit(f"{args.out} holds another configuration; use --force")
+        record = stored  # provenance keeps the first commit; each resume adds its own
+        record["provenance"]["resumed"] = [
+            *record["provenance"].get("resumed", []),
+            {"at": now(), "commit": commit, "git_dirty": dirty,
+             "rows_before": len(stored["rows"])}]
     else:
         record = {"provenance": {}, "config": cfg, "rows": []}
     load_start = time.perf_counter()
