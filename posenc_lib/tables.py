@@ -18,6 +18,7 @@ import html
 import re
 
 import pandas as pd
+from pandas.io.formats.format import format_array
 
 NUMERIC = re.compile(
     r"^\s*[-+−]?(\d[\d,  ]*(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*(%|×)?"
@@ -71,6 +72,16 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def _formatted(values) -> list:
+    """The cells of one column (or index level) as pandas' own HTML shows them: floats at
+    ``display.precision`` significant digits with a common number of decimals, so a float32
+    value never prints its binary expansion. :class:`Link` values are kept as they are."""
+    values = pd.Series(values)
+    shown = [text.strip() for text in format_array(values._values, None)]
+    return [value if isinstance(value, Link) else text
+            for value, text in zip(values, shown)]
+
+
 def table_html(frame: pd.DataFrame) -> str:
     """The book's HTML for ``frame``: one header row, numbers right, text left.
 
@@ -100,6 +111,8 @@ def table_html(frame: pd.DataFrame) -> str:
     )
     numeric = [_is_numeric_column(frame.iloc[:, j]) for j in range(frame.shape[1])]
     align = ["num" if flag else "text" for flag in numeric]
+    columns = [_formatted(frame.iloc[:, j]) for j in range(frame.shape[1])]
+    levels = [_formatted(index.get_level_values(k)) for k in range(index.nlevels)]
 
     rows = ['<table class="book-table">', "<thead>"]
     if frame.columns.name:
@@ -113,8 +126,9 @@ def table_html(frame: pd.DataFrame) -> str:
     header += [_cell("th", column, css) for column, css in zip(frame.columns, align)]
     rows += ["<tr>" + "".join(header) + "</tr>", "</thead>", "<tbody>"]
 
-    labels = [key if isinstance(key, tuple) else (key,) for key in index]
-    for i, (label, values) in enumerate(zip(labels, frame.itertuples(index=False))):
+    labels = list(zip(*levels)) if len(index) else []
+    rows_of_values = list(zip(*columns)) if columns else [() for _ in range(len(index))]
+    for i, (label, values) in enumerate(zip(labels, rows_of_values)):
         cells = []
         if show_index:
             for level, value in enumerate(label):

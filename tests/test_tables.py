@@ -90,3 +90,13 @@ def test_a_link_is_drawn_as_a_link_and_reads_as_text() -> None:
     assert "RoPE <extrapolates>" in df.to_string()
     with pytest.raises(ValueError, match="href"):
         Link("x", "")
+
+
+def test_floats_are_shown_as_pandas_shows_them_not_as_their_binary_expansion() -> None:
+    import numpy as np
+
+    df = pd.DataFrame({"share (%)": [np.float32(1.55), np.float32(4.03)],
+                       "x": [0.1234567, 12.0]}).astype(object).T
+    html = table_html(df)
+    assert "1.5499999523162842" not in html and '<td class="num">1.55</td>' in html
+    assert html.count("0.123457") == 1
