@@ -539,7 +539,6 @@ FIGURES_PENDING = {
     "09_train_short_test_long_at_scale",
     "10_why_extrapolation_fails",
     "11_context_extension",
-    "12_retrieval",
     "15_positions_in_a_checkpoint",
 }
 """Issue 29: chapters being edited in parallel when figures got numbers and captions.

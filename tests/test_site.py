@@ -449,7 +449,6 @@ FIGURES_PENDING = {
     "notebooks/09_train_short_test_long_at_scale",
     "notebooks/10_why_extrapolation_fails",
     "notebooks/11_context_extension",
-    "notebooks/12_retrieval",
     "notebooks/15_positions_in_a_checkpoint",
 }
 """Issue 29: chapters edited in parallel when figures got numbers, captions and 2x
