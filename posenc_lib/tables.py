@@ -56,11 +56,39 @@ def _is_numeric_column(values: pd.Series) -> bool:
     return bool(texts) and all(NUMERIC.match(t) for t in texts)
 
 
+SUBSCRIPT = re.compile(
+    r"(?<![A-Za-z0-9_])([A-Za-zθωρτκλμσ])_(train|model|\d+|[A-Za-z](?![A-Za-z0-9])|\([^()<>]*\))"
+)
+"""``L_train``, ``d_model``, ``θ_i``, ``m_1``, ``R_(t−s)``: a one-letter symbol and its
+subscript, as the book's notation writes them (``rope_scaling`` is left alone)."""
+
+SUPERSCRIPT = re.compile(r"(?<=[A-Za-z0-9)\]])\^(\{[^{}<>]*\}|\([^()<>]*\)|[−+-]?[A-Za-z0-9.]+)")
+"""``2^-4``, ``2^23``, ``c^t``, ``c^(−s)``, ``e^{irθ}``: an exponent after a symbol."""
+
+
+def notation_html(text: str) -> str:
+    """Escaped ``text`` with the book's plain-text notation set as sub- and superscripts.
+
+    Tables keep plain text in their ``text/plain`` form (a terminal, nbval); on the page
+    ``L_train`` reads as L<sub>train</sub> and ``2^-4`` as 2<sup>-4</sup>, like the
+    typeset math in the prose around them.
+    """
+    escaped = html.escape(text)
+    escaped = SUBSCRIPT.sub(lambda m: f"{m.group(1)}<sub>{_unwrap(m.group(2))}</sub>", escaped)
+    return SUPERSCRIPT.sub(lambda m: f"<sup>{_unwrap(m.group(1))}</sup>", escaped)
+
+
+def _unwrap(part: str) -> str:
+    if len(part) > 1 and part[0] + part[-1] in ("{}", "()"):
+        return part[1:-1]
+    return part
+
+
 def _cell(tag: str, text: object, css: str | None = None, span: int = 1) -> str:
     attributes = f' class="{css}"' if css else ""
     if span > 1:
         attributes += f' rowspan="{span}"'
-    inner = html.escape(_text(text))
+    inner = notation_html(_text(text))
     if isinstance(text, Link):
         inner = f'<a class="reference internal" href="{html.escape(text.href)}">{inner}</a>'
     return f"<{tag}{attributes}>{inner}</{tag}>"

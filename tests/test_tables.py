@@ -100,3 +100,27 @@ def test_floats_are_shown_as_pandas_shows_them_not_as_their_binary_expansion() -
     html = table_html(df)
     assert "1.5499999523162842" not in html and '<td class="num">1.55</td>' in html
     assert html.count("0.123457") == 1
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("PPL(16 L_train)", "PPL(16 L<sub>train</sub>)"),
+        ("width d_model", "width d<sub>model</sub>"),
+        ("R_tᵀ R_s = R_(t−s)", "R<sub>t</sub>ᵀ R<sub>s</sub> = R<sub>t−s</sub>"),
+        ("m_h = 2^-4", "m<sub>h</sub> = 2<sup>-4</sup>"),
+        ("‖q‖ c^(−s)", "‖q‖ c<sup>−s</sup>"),
+        ("e^{irθ}", "e<sup>irθ</sup>"),
+        ("rope_scaling, max_position_embeddings", "rope_scaling, max_position_embeddings"),
+        ("x < 1e-5", "x &lt; 1e-5"),
+    ],
+)
+def test_plain_text_notation_is_set_as_sub_and_superscripts(text: str, shown: str) -> None:
+    from posenc_lib.tables import notation_html
+
+    assert notation_html(text) == shown
+
+
+def test_notation_in_a_table_and_plain_text_unchanged() -> None:
+    df = pd.DataFrame({"PPL(L_train)": [7.02]}, index=pd.Index(["RoPE"], name="scheme"))
+    assert "PPL(L<sub>train</sub>)" in table_html(df) and "L_train" in df.to_string()
