@@ -33,7 +33,7 @@ def test_numbers_right_text_left() -> None:
     html = table_html(frame())
     assert '<td class="num">11.47 ± 0.06</td>' in html
     assert '<td class="num">—</td>' in html and '<td class="num">&lt; 1e-5</td>' in html
-    assert '<td class="text">rises past L_train</td>' in html
+    assert '<td class="text">rises past L<sub>train</sub></td>' in html
 
 
 def test_a_repeated_outer_label_is_shown_once() -> None:
