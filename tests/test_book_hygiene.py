@@ -535,7 +535,6 @@ def test_every_figure_has_alt_text(path: Path) -> None:
 
 
 FIGURES_PENDING = {
-    "05_rope",
     "09_train_short_test_long_at_scale",
     "10_why_extrapolation_fails",
     "11_context_extension",

@@ -445,7 +445,6 @@ def test_interactive_figures_move_offline(browser, docname: str) -> None:
 
 PHONE = {"width": 390, "height": 844}  # a phone's viewport in CSS px (iPhone 12 to 15)
 FIGURES_PENDING = {
-    "notebooks/05_rope",
     "notebooks/09_train_short_test_long_at_scale",
     "notebooks/10_why_extrapolation_fails",
     "notebooks/11_context_extension",
