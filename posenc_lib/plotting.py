@@ -27,8 +27,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from posenc_lib.tables import use_book_tables
-
 SCHEME_STYLE: dict[str, dict[str, str]] = {
     "none": {"color": "#7f7f7f", "marker": "x", "label": "NoPE"},
     "sinusoidal": {"color": "#1f77b4", "marker": "o", "label": "Sinusoidal"},
@@ -91,6 +89,10 @@ def use_book_style() -> None:
         }
     )
     _inline_retina()
+    try:  # pandas: a notebook has it; the website's light build (no pandas) runs no notebook
+        from posenc_lib.tables import use_book_tables
+    except ModuleNotFoundError:
+        return
     use_book_tables()
 
 
