@@ -444,11 +444,7 @@ def test_interactive_figures_move_offline(browser, docname: str) -> None:
 # --- Figures: numbered, captioned, sharp at 2x, exportable, legible on a phone ----------
 
 PHONE = {"width": 390, "height": 844}  # a phone's viewport in CSS px (iPhone 12 to 15)
-FIGURES_PENDING = {
-    "notebooks/09_train_short_test_long_at_scale",
-    "notebooks/11_context_extension",
-    "notebooks/12_retrieval",
-}
+FIGURES_PENDING: set[str] = set()
 """Issue 29: chapters edited in parallel when figures got numbers, captions and 2x
 images (as in tests/test_book_hygiene.py). Expected to fail until the mechanism is applied
 to them; one that passes fails, so that it is taken off this list."""
