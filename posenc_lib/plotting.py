@@ -273,7 +273,9 @@ def plot_perplexity_vs_length(
     return fig
 
 
-def legend_below(fig: Figure, ax: Axes | None = None, ncol: int = 2) -> None:
+def legend_below(
+    fig: Figure, ax: Axes | Sequence[Axes] | None = None, ncol: int = 2
+) -> None:
     """Move a legend under the figure, in ``ncol`` columns, where it covers no curve.
 
     At the book's font size a legend of five or more entries covers part of a one-panel
@@ -283,13 +285,20 @@ def legend_below(fig: Figure, ax: Axes | None = None, ncol: int = 2) -> None:
 
     Args:
         fig: the figure.
-        ax: the axes whose lines the legend names (default: the first axes).
+        ax: the axes whose lines the legend names (default: the first axes), or several
+            axes, whose lines it names in order, each label once (panels that draw
+            different lines share one legend).
         ncol: number of columns.
     """
-    ax = fig.axes[0] if ax is None else ax
-    handles, labels = ax.get_legend_handles_labels()
-    if ax.get_legend() is not None:
-        ax.get_legend().remove()
+    axes = [fig.axes[0]] if ax is None else [ax] if isinstance(ax, Axes) else list(ax)
+    handles, labels = [], []
+    for one in axes:
+        for handle, label in zip(*one.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+        if one.get_legend() is not None:
+            one.get_legend().remove()
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                bbox_transform=fig.transFigure, ncol=ncol)
 

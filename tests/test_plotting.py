@@ -176,6 +176,20 @@ def test_text_is_legible_on_a_phone_at_the_widest_figure() -> None:
     assert shown >= MIN_PHONE_FONT_PX
 
 
+def test_legend_below_names_the_lines_of_several_panels_once() -> None:
+    fig, axes = plt.subplots(1, 2)
+    axes[0].plot([0, 1], [0, 1], label="pair 0")
+    axes[0].plot([0, 1], [1, 0], label="shared")
+    axes[1].plot([0, 1], [0, 1], label="pair 1")
+    axes[1].plot([0, 1], [1, 0], label="shared")
+    axes[1].legend()
+    fig.tight_layout()
+    legend_below(fig, axes, ncol=3)
+    assert axes[1].get_legend() is None and len(fig.legends) == 1
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts == ["pair 0", "shared", "pair 1"]
+
+
 def test_legend_below_sits_under_the_axes_and_covers_nothing() -> None:
     fig = plot_perplexity_vs_length(CURVES, train_length=128)
     legend_below(fig)

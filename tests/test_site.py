@@ -444,13 +444,7 @@ def test_interactive_figures_move_offline(browser, docname: str) -> None:
 # --- Figures: numbered, captioned, sharp at 2x, exportable, legible on a phone ----------
 
 PHONE = {"width": 390, "height": 844}  # a phone's viewport in CSS px (iPhone 12 to 15)
-FIGURES_PENDING = {
-    "notebooks/05_rope",
-    "notebooks/09_train_short_test_long_at_scale",
-    "notebooks/10_why_extrapolation_fails",
-    "notebooks/11_context_extension",
-    "notebooks/15_positions_in_a_checkpoint",
-}
+FIGURES_PENDING: set[str] = set()
 """Issue 29: chapters edited in parallel when figures got numbers, captions and 2x
 images (as in tests/test_book_hygiene.py). Expected to fail until the mechanism is applied
 to them; one that passes fails, so that it is taken off this list."""
@@ -462,6 +456,19 @@ def expect_unless_pending(docname: str, problems: list[str]) -> None:
             pytest.xfail(f"issue 29, not yet applied to {docname}: {problems[0]}")
         pytest.fail(f"{docname} passes now: take it off FIGURES_PENDING")
     assert not problems, f"{docname}:\n" + "\n".join(problems)
+
+
+def is_player_frame(img) -> bool:
+    """A frame of an interactive player (``posenc_lib.interactive``): an HTML output with
+    data-URI frames, not a figure; the player tests check it."""
+    parent = img.parent
+    return (
+        "posenc-player-frame" in img.get("class", [])
+        and img.get("src", "").startswith("data:image/")
+        and parent is not None
+        and parent.name == "div"
+        and "posenc-player" in parent.get("class", [])
+    )
 
 
 def declared_width(img) -> float | None:
@@ -485,7 +492,7 @@ def test_figures_are_numbered_captioned_sharp_and_exportable(
     path = site / page_path(docname)
     soup = BeautifulSoup(path.read_text(), "html.parser")
     article = soup.select_one("article.bd-article") or soup.main
-    images = article.find_all("img")
+    images = [img for img in article.find_all("img") if not is_player_frame(img)]
     if not images:
         pytest.skip(f"{docname} shows no image")
     problems = []
@@ -541,7 +548,9 @@ def test_figures_are_legible_on_a_phone(browser, docname: str) -> None:
         shown = page.evaluate(
             "() => {" + DECLARED_WIDTH + """
               const article = document.querySelector('article.bd-article');
-              return [...article.querySelectorAll('img')].map(img => ({
+              const frame = 'div.posenc-player > img.posenc-player-frame';
+              return [...article.querySelectorAll('img')]
+                .filter(img => !img.matches(frame)).map(img => ({
                 name: img.getAttribute('src').split('/').pop().slice(0, 16),
                 shown: img.getBoundingClientRect().width,
                 tall: img.getBoundingClientRect().height,
