@@ -103,19 +103,23 @@ def strip_progress(nb: nbformat.NotebookNode) -> int:
     return removed
 
 
-def execute(path: Path) -> None:
+def run_cells(path: Path) -> tuple[nbformat.NotebookNode, float]:
+    """Run every cell of the notebook at ``path`` in a fresh kernel of this interpreter, in
+    the notebook's folder; return the executed notebook (not written) and the wall seconds.
+    A cell that raises raises ``nbclient.exceptions.CellExecutionError``."""
     nb = nbformat.read(path, as_version=4)
-    converted = markers_to_tags(nb)
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     km = KernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnvKernelSpecs())
     client = NotebookClient(nb, km=km, timeout=TIMEOUT_S, resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()
-    wall = time.perf_counter() - start
-    removed = strip_progress(nb)
-    nb.metadata["posenc_execution"] = {
+    return nb, time.perf_counter() - start
+
+
+def machine_facts() -> dict:
+    """Where and when a run happens: date, platform, CPU count, Python, torch, device, commit, scale."""
+    return {
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "wall_s": round(wall, 1),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
@@ -123,6 +127,14 @@ def execute(path: Path) -> None:
         "commit": _commit(),
         "scale": os.environ.get("POSENC_SCALE", "ci"),
     }
+
+
+def execute(path: Path) -> None:
+    nb, wall = run_cells(path)
+    converted = markers_to_tags(nb)
+    removed = strip_progress(nb)
+    facts = machine_facts()
+    nb.metadata["posenc_execution"] = {"date_utc": facts.pop("date_utc"), "wall_s": round(wall, 1), **facts}
     nbformat.write(nb, path)
     print(f"{path}: executed in {wall:.0f} s, {removed} progress stream(s) dropped, "
           f"{converted} nbval comment(s) turned into cell tags")

@@ -1,0 +1,99 @@
+"""Time each chapter as a first-time reader runs it: a fresh kernel and an empty model cache.
+
+    python tools/cold_times.py notebooks/*.ipynb --out results/run-times/cold-cpu-2cores.json
+
+A chapter's stored run time (``metadata.posenc_execution.wall_s``) is usually measured with
+the models of earlier runs already in the cache, so it says little about a first run on a
+laptop or on Colab, where every model is trained from scratch. This script runs each
+notebook in turn, alone, with ``POSENC_CACHE_DIR`` and ``TORCHINDUCTOR_CACHE_DIR`` pointing
+at new empty folders (removed afterwards), and records its wall time. The notebooks are not
+changed. Installing the packages is not part of the time.
+
+The results file holds the machine facts (as ``tools/execute_notebook.py`` records them),
+the thread settings, and one entry per chapter: wall seconds and the size of the models it
+trained. An existing file is never overwritten: pass a new ``--out``. A chapter that fails
+stops the run, and the file is not written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from execute_notebook import ROOT, machine_facts, run_cells  # noqa: E402
+
+CACHE_VARIABLES = ("POSENC_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+"""Environment variables pointed at an empty folder for each chapter."""
+
+
+def folder_mb(path: Path) -> float:
+    """Size of the files under ``path`` in MB (10^6 bytes)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def time_cold(path: Path) -> dict:
+    """Run one notebook with empty caches; return its wall seconds and trained-model MB."""
+    saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
+    scratch = Path(tempfile.mkdtemp(prefix="posenc-cold-"))
+    try:
+        for name in CACHE_VARIABLES:
+            folder = scratch / name.lower()
+            folder.mkdir()
+            os.environ[name] = str(folder)
+        _, wall = run_cells(path)
+        return {"wall_s": round(wall, 1),
+                "model_cache_mb": round(folder_mb(scratch / "posenc_cache_dir"), 1)}
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def cpu_model() -> str | None:
+    """The processor's name from ``/proc/cpuinfo`` (Linux), else None."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return None
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True,
+                        help="results file to write (JSON); must not exist yet")
+    args = parser.parse_args(argv)
+    if args.out.exists():
+        parser.error(f"--out {args.out} exists; results are never overwritten, pass a new path")
+    os.environ.setdefault("POSENC_DEVICE", "cpu")
+    facts = machine_facts()
+    facts["cpu_model"] = cpu_model()
+    facts["threads"] = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    chapters = {}
+    for path in args.notebooks:
+        name = path.resolve().relative_to(ROOT).with_suffix("").as_posix()
+        print(f"{name}: running with an empty model cache …", flush=True)
+        chapters[name] = time_cold(path.resolve())
+        print(f"{name}: {chapters[name]['wall_s']:.0f} s, "
+              f"{chapters[name]['model_cache_mb']:.1f} MB of models trained", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"what": "wall time of each chapter run alone in a fresh kernel with an empty "
+                      "model cache (tools/cold_times.py)",
+              **facts, "chapters": chapters}
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
