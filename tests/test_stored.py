@@ -72,3 +72,25 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                           text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def test_first_run_times_cover_every_chapter() -> None:
+    """The first-run times the landing page and the execution status page name (stored by
+    tools/cold_times.py) exist, name one file, and time every chapter in _toc.yml."""
+    import re
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "book" / "_ext"))
+    import posenc_book
+
+    named = {re.search(r"^:first-run: (\S+)$", (root / "book" / page).read_text(), re.M).group(1)
+             for page in ("intro.md", "execution_status.md")}
+    assert len(named) == 1, f"the two pages name different first-run files: {named}"
+    record = posenc_book.first_runs(root, named.pop())
+    chapters = [d for d in posenc_book.toc_files(root) if (root / f"{d}.ipynb").exists()]
+    assert sorted(record["chapters"]) == sorted(chapters)
+    assert all(entry["wall_s"] > 0 for entry in record["chapters"].values())
+    with pytest.raises(ValueError, match="tools/cold_times.py"):
+        posenc_book.first_runs(root, "results/run-times/missing.json")

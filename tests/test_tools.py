@@ -124,3 +124,36 @@ def test_ci_times_adds_up_other_test_files(tmp_path: Path) -> None:
     block = ci_times.file_table(files)
     assert block.index("test_cache.py") < block.index("test_model.py")  # slowest first
     assert "5.0 s between them" in block
+
+
+cold_spec = importlib.util.spec_from_file_location("cold_times", ROOT / "tools" / "cold_times.py")
+cold_times = importlib.util.module_from_spec(cold_spec)
+cold_spec.loader.exec_module(cold_times)
+
+
+def test_cold_times_runs_a_notebook_with_an_empty_cache(tmp_path, monkeypatch) -> None:
+    """The kernel sees a new, empty model cache (not the caller's), trains into it, and the
+    caller's environment is restored; the results file is never overwritten."""
+    outer = tmp_path / "outer-cache"
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(outer))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import os\n"
+        "from posenc_lib import ModelConfig, TrainConfig, train_cached\n"
+        f"assert os.environ['POSENC_CACHE_DIR'] != {str(outer)!r}\n"
+        "assert not os.listdir(os.environ['POSENC_CACHE_DIR'])\n"
+        "tiny = TrainConfig(model=ModelConfig(position='rope', d_model=32, num_layers=1,\n"
+        "                                     num_heads=2), seq_len=16, batch_size=4, steps=2)\n"
+        "train_cached(tiny, progress=False)")]
+    path = tmp_path / "tiny_chapter.ipynb"
+    nbformat.write(nb, path)
+    out = tmp_path / "times.json"
+    assert cold_times.main([str(path), "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    entry = record["chapters"]["tiny_chapter"]
+    assert entry["wall_s"] > 0 and entry["model_cache_mb"] > 0
+    assert {"commit", "cpu_count", "torch", "threads"} <= set(record)
+    import os
+    assert os.environ["POSENC_CACHE_DIR"] == str(outer) and not outer.exists()
+    with pytest.raises(SystemExit):
+        cold_times.main([str(path), "--out", str(out)])

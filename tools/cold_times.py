@@ -67,6 +67,13 @@ def cpu_model() -> str | None:
     return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
 
 
+def chapter_name(path: Path) -> str:
+    """``notebooks/05_rope`` for a notebook in this checkout, else the file's stem."""
+    resolved = path.resolve().with_suffix("")
+    return (resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT)
+            else resolved.name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     facts["threads"] = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     chapters = {}
     for path in args.notebooks:
-        name = path.resolve().relative_to(ROOT).with_suffix("").as_posix()
+        name = chapter_name(path)
         print(f"{name}: running with an empty model cache …", flush=True)
         chapters[name] = time_cold(path.resolve())
         print(f"{name}: {chapters[name]['wall_s']:.0f} s, "

@@ -6,8 +6,9 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It adds
   the citations in the text do (sphinxcontrib-bibtex's ``author_year`` style formats the
   citations; the list labels come from a pybtex label style, by default "[SLP+21]");
 * ``{chapter-map}``: the landing page's numbered table of chapters, with what each one
-  proves or measures (the directive's content) and how long it ran (the notebook's
-  stored provenance);
+  proves or measures (the directive's content) and how long it runs: a first run with an
+  empty model cache (stored by ``tools/cold_times.py``, option ``:first-run:``) and its
+  last stored execution (the notebook's provenance);
 * ``{execution-status}``: every chapter's last stored execution (date, run time,
   machine, torch, scale, commit), read from ``metadata.posenc_execution``, which
   ``tools/execute_notebook.py`` writes;
@@ -198,14 +199,43 @@ def doc_link(docname: str, refdoc: str) -> addnodes.pending_xref:
     return ref
 
 
+def first_runs(srcdir: Path, relpath: str) -> dict:
+    """The stored first-run times (``tools/cold_times.py``'s JSON) at ``relpath``."""
+    path = srcdir / relpath
+    if not path.is_file():
+        raise ValueError(f"first-run times {relpath!r} not found (write them with tools/cold_times.py)")
+    return json.loads(path.read_text())
+
+
+def first_runs_option(directive: SphinxDirective, name: str) -> dict | None:
+    """The first-run times named by the directive's ``:first-run:`` option (None without
+    it); a missing file is an error of the directive ``name``."""
+    relpath = directive.options.get("first-run")
+    if relpath is None:
+        return None
+    srcdir = Path(directive.env.srcdir)
+    directive.env.note_dependency(str(srcdir / relpath))
+    try:
+        return first_runs(srcdir, relpath)
+    except ValueError as error:
+        raise directive.error(f"{name}: {error}") from error
+
+
 class ChapterMap(SphinxDirective):
-    """``{chapter-map}``: content lines ``notebooks/NN_topic | what it proves``."""
+    """``{chapter-map}``: content lines ``notebooks/NN_topic | what it proves``.
+
+    Option ``:first-run:`` names the stored first-run times (``results/run-times/….json``),
+    which every listed chapter must have; the table shows them next to the run time of the
+    chapter's last stored execution, which used models already in the cache.
+    """
 
     has_content = True
+    option_spec = {"first-run": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
         srcdir = Path(self.env.srcdir)
         listed = set(toc_files(srcdir))
+        cold = first_runs_option(self, "chapter-map")
         rows, any_gpu = [], False
         for line in self.content:
             if not line.strip():
@@ -227,29 +257,50 @@ class ChapterMap(SphinxDirective):
                 name = docname.split("/")[-1]
                 chapter += nodes.emphasis(text=f"{name} (in preparation)")
             if record:
-                device = record.get("device", "?")
-                cores = record.get("cpu_count")
-                runtime = f"{duration(record['wall_s'])} ({device}, {cores} cores)"
-                any_gpu |= device not in ("cpu", "mps")
-            else:
-                runtime = "not recorded"
-            rows.append([chapter, what, runtime])
-        header = ["Chapter", "What it proves or measures",
-                  "Run time of its last execution"]
-        note = ("Run times are the wall-clock times of each chapter's last stored "
-                "execution, at the small ci scale, as recorded in the notebook (see "
-                "the execution status page). ")
+                any_gpu |= record.get("device", "?") not in ("cpu", "mps")
+            last = duration(record["wall_s"]) if record else "not recorded"
+            if cold is None:
+                rows.append([chapter, what, last])
+                continue
+            if docname in listed and docname not in cold["chapters"]:
+                raise self.error(f"chapter-map: {self.options['first-run']} has no first run "
+                                 f"of {docname}; rerun tools/cold_times.py")
+            first = cold["chapters"].get(docname)
+            rows.append([chapter, what, duration(first["wall_s"]) if first else "—", last])
+        if cold is None:
+            header = ["Chapter", "What it proves or measures", "Run time of its last execution"]
+            widths = [30, 50, 20]
+        else:
+            header = ["Chapter", "What it proves or measures", "First run", "Last stored run"]
+            widths = [28, 48, 12, 12]
+        note = ("Run times are wall-clock times at the small ci scale. The last stored run is "
+                "each chapter's last execution as recorded in the notebook (see the execution "
+                "status page); most of them found their trained models already in the cache. ")
+        if cold is not None:
+            total = sum(entry["wall_s"] for entry in cold["chapters"].values())
+            note += ("The first run is what a reader waits the first time, as on Colab: each "
+                     "chapter run alone in a fresh kernel with an empty model cache, so it "
+                     f"trains every model it uses; the {len(cold['chapters'])} together took "
+                     f"{duration(total)} (measured {cold['date_utc'][:10]} on "
+                     f"{machine(cold)}, torch {cold.get('torch', '?')}, commit "
+                     f"{cold.get('commit') or '?'}; installing the packages is not included). ")
         note += ("Some were measured on a GPU." if any_gpu else
                  "None was measured on a GPU: no GPU run is recorded for this edition.")
-        return [table(header, rows, [30, 50, 20], ["chapter-map"]),
-                nodes.paragraph(text=note)]
+        return [table(header, rows, widths, ["chapter-map"]), nodes.paragraph(text=note)]
 
 
 class ExecutionStatus(SphinxDirective):
-    """``{execution-status}``: one row per chapter listed in ``_toc.yml``."""
+    """``{execution-status}``: one row per chapter listed in ``_toc.yml``.
+
+    Option ``:first-run:``: the stored first-run times (as for ``{chapter-map}``), shown in
+    a column of their own.
+    """
+
+    option_spec = {"first-run": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
         srcdir = Path(self.env.srcdir)
+        cold = first_runs_option(self, "execution-status")
         rows = []
         for docname in toc_files(srcdir):
             path = srcdir / f"{docname}.ipynb"
@@ -258,19 +309,30 @@ class ExecutionStatus(SphinxDirective):
             self.env.note_dependency(str(path))
             record = provenance(srcdir, docname)
             link = doc_link(docname, self.env.docname)
+            first = []
+            if cold is not None:
+                entry = cold["chapters"].get(docname)
+                first = [duration(entry["wall_s"]) if entry else "—"]
             if record is None:
-                rows.append([link, "not recorded", "—", "—", "—", "—"])
+                rows.append([link, "not recorded", "—", *first, "—", "—", "—"])
                 continue
             rows.append([
                 link,
                 record["date_utc"][:16].replace("T", " "),
                 duration(record["wall_s"]),
+                *first,
                 f"{machine(record)}, torch {record.get('torch', '?')}",
                 str(record.get("scale", "?")),
                 str(record.get("commit") or "?"),
             ])
-        header = ["Chapter", "Executed (UTC)", "Run time", "Where", "Scale", "Commit"]
-        return [table(header, rows, [32, 14, 9, 27, 6, 8], ["execution-status"])]
+        if cold is None:
+            header = ["Chapter", "Executed (UTC)", "Run time", "Where", "Scale", "Commit"]
+            widths = [32, 14, 9, 27, 6, 8]
+        else:
+            header = ["Chapter", "Executed (UTC)", "Run time", "First run", "Where", "Scale",
+                      "Commit"]
+            widths = [29, 14, 8, 8, 27, 6, 8]
+        return [table(header, rows, widths, ["execution-status"])]
 
 
 class HeadlineFigure(SphinxDirective):
