@@ -4,8 +4,12 @@ One *run* scores the first N tokens of a public-domain novel in a single forward
 of the pretrained model (SmolLM2-135M-Instruct, trained context L0 = 8192 tokens), with
 its RoPE replaced by posenc_lib's (:func:`~posenc_lib.pretrained.use_posenc_rope`) under
 one context-extension method: ``none`` (plain RoPE), ``linear`` (position
-interpolation), ``dynamic`` (NTK-aware), ``yarn`` or ``llama3``, each with the factor κ
-(default N / L0, so that the last position maps inside the trained range). The loss is
+interpolation), ``dynamic`` (NTK-aware), ``yarn`` or ``llama3``, each with a ``factor``
+(default N / L0, so that the last position maps inside the trained range). For ``linear``,
+``yarn`` and ``llama3`` the factor is the stretch κ; for ``dynamic`` it is Hugging Face's
+coefficient of the running stretch, ``factor · L / L0 − (factor − 1)`` at length L
+(:func:`~posenc_lib.encodings.rope_scaling.dynamic_ntk_base`), so factor 1 stretches by
+L / L0 itself. The loss is
 reported per block of positions (e.g. 2048 tokens): it shows where past L0 a method
 breaks down.
 
@@ -68,7 +72,10 @@ def _now() -> str:
 
 
 def method_scaling(method: str, factor: float, original_length: int) -> dict | None:
-    """The ``rope_scaling`` dictionary of a method at factor κ, for training length L0.
+    """The ``rope_scaling`` dictionary of a method at ``factor``, for training length L0.
+
+    ``factor`` is the stretch κ for ``linear``, ``yarn`` and ``llama3``; for ``dynamic`` it
+    is Hugging Face's coefficient of the running stretch (see the module's docstring).
 
     ``llama3`` uses Llama 3.1's bands (low_freq_factor 1, high_freq_factor 4); ``yarn``
     the paper's β = 32, α = 1 (Peng et al. 2023); ``dynamic`` acts past L0 only.
@@ -102,7 +109,7 @@ class LongContextRun:
         method: one of :data:`METHODS`.
         num_tokens: N, tokens scored from the start of the text (N − 1 predictions).
         block: positions per reported block.
-        factor: κ of the method.
+        factor: the method's ``factor`` (κ, except for ``dynamic``: see the module).
         book: an Austen novel (``posenc_lib.data.read_austen_book``), by default
             *Persuasion*.
         dtype: the model's weights and activations, ``"float32"`` or ``"bfloat16"``.

@@ -273,9 +273,11 @@ def _base_frequencies(head_dim: int, base: float) -> Tensor:
 
 def dynamic_ntk_base(base: float, head_dim: int, factor: float, seq_len: int,
                      original_length: int) -> float:
-    """The NTK-aware base at length L: base·(κ·L/L0 − (κ − 1))^(d/(d−2)) if L > L0.
+    """The NTK-aware base at length L: base·(f·L/L0 − (f − 1))^(d/(d−2)) if L > L0.
 
-    At L = L0 this is ``base``, and it grows with L. The exponent d/(d−2) stretches
+    f is ``factor`` (Hugging Face's ``rope_scaling["factor"]``): not the stretch itself, but
+    the coefficient of the running stretch L/L0; f = 1 stretches by exactly L/L0. At L = L0
+    this is ``base``, and it grows with L. The exponent d/(d−2) stretches
     the slowest pair's wavelength by exactly the bracket while the fastest pair
     (θ_0 = 1) stays put (bloc97 2023; emozilla 2023 made the bracket depend on L).
 
