@@ -1,6 +1,6 @@
 """Time each chapter as a first-time reader runs it: a fresh kernel and an empty model cache.
 
-    python tools/cold_times.py notebooks/*.ipynb --out results/run-times/cold-cpu-2cores.json
+    python tools/cold_times.py notebooks/*.ipynb --out results/run-times/cold-<machine>-<date>.json
 
 A chapter's stored run time (``metadata.posenc_execution.wall_s``) is usually measured with
 the models of earlier runs already in the cache, so it says little about a reader's first
