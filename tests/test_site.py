@@ -335,6 +335,23 @@ def label_of(target: dict, cache: dict) -> str | None:
 _LABELS: dict = {}
 
 
+def offline_page(chromium, problems: list[str]):
+    """A new page at the desktop viewport that may load only from the local server: a
+    request for anything else is aborted and reported in ``problems``, as is a page error."""
+
+    def on_request(route) -> None:
+        if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
+            problems.append(f"request leaves the site: {route.request.url[:120]}")
+            route.abort()
+        else:
+            route.continue_()
+
+    page = chromium.new_page(viewport=VIEWPORT)
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.route("**/*", on_request)
+    return page
+
+
 @pytest.mark.parametrize("docname", PAGES)
 def test_page_reads_well_in_chromium(browser, docname: str) -> None:
     chromium, base = browser
@@ -344,20 +361,11 @@ def test_page_reads_well_in_chromium(browser, docname: str) -> None:
         if message.type == "error":
             errors.append(f"console error: {message.text}")
 
-    def on_request(route) -> None:
-        if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
-            errors.append(f"request leaves the site: {route.request.url}")
-            route.abort()
-        else:
-            route.continue_()
-
-    page = chromium.new_page(viewport=VIEWPORT)
+    page = offline_page(chromium, errors)
     page.on("console", on_console)
-    page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
     page.on(
         "requestfailed", lambda request: errors.append(f"request failed: {request.url}")
     )
-    page.route("**/*", on_request)
     try:
         response = page.goto(base + page_path(docname), wait_until="load")
         assert (
@@ -398,16 +406,7 @@ def test_interactive_figures_move_offline(browser, docname: str) -> None:
     chromium, base = browser
     problems: list[str] = []
 
-    def on_request(route) -> None:
-        if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
-            problems.append(f"request leaves the site: {route.request.url[:80]}")
-            route.abort()
-        else:
-            route.continue_()
-
-    page = chromium.new_page(viewport=VIEWPORT)
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.route("**/*", on_request)
+    page = offline_page(chromium, problems)
     try:
         page.goto(base + page_path(docname), wait_until="load")
         players = page.locator(".posenc-player")
