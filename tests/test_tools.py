@@ -158,3 +158,22 @@ def test_cold_times_runs_a_notebook_with_an_empty_cache(tmp_path, monkeypatch) -
     assert os.environ["POSENC_CACHE_DIR"] == str(outer) and not outer.exists()
     with pytest.raises(SystemExit):
         cold_times.main([str(path), "--out", str(out)])
+
+
+def test_a_cell_marked_to_raise_may_raise(tmp_path) -> None:
+    """The markers become tags before the kernel runs, so nbclient lets a marked cell raise
+    (and the cells after it still run); an unmarked cell that raises stops the run."""
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("# NBVAL_RAISES_EXCEPTION\nraise ValueError('shown')"),
+                nbformat.v4.new_code_cell("print('after')")]
+    path = tmp_path / "marked.ipynb"
+    nbformat.write(nb, path)
+    done, wall, converted = execute_notebook.run_cells(path)
+    assert converted == 1 and wall > 0
+    assert done.cells[1].outputs[0]["text"] == "after\n"
+    nb.cells[0].source = "raise ValueError('not marked')"
+    nbformat.write(nb, path)
+    with pytest.raises(CellExecutionError):
+        execute_notebook.run_cells(path)

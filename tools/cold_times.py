@@ -52,7 +52,7 @@ def time_cold(path: Path) -> dict:
             folder = scratch / name.lower()
             folder.mkdir()
             os.environ[name] = str(folder)
-        _, wall = run_cells(path)
+        _, wall, _ = run_cells(path)
         return {"wall_s": round(wall, 1),
                 "model_cache_mb": round(folder_mb(scratch / "posenc_cache_dir"), 1)}
     finally:

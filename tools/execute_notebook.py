@@ -114,17 +114,20 @@ def strip_progress(nb: nbformat.NotebookNode) -> int:
     return removed
 
 
-def run_cells(path: Path) -> tuple[nbformat.NotebookNode, float]:
+def run_cells(path: Path) -> tuple[nbformat.NotebookNode, float, int]:
     """Run every cell of the notebook at ``path`` in a fresh kernel of this interpreter, in
-    the notebook's folder; return the executed notebook (not written) and the wall seconds.
-    A cell that raises raises ``nbclient.exceptions.CellExecutionError``."""
+    the notebook's folder, after turning nbval comment markers into cell tags (so that a cell
+    marked to raise may raise); return the executed notebook (not written), the wall seconds
+    and how many markers were turned into tags. A cell that raises otherwise raises
+    ``nbclient.exceptions.CellExecutionError``."""
     nb = nbformat.read(path, as_version=4)
+    converted = markers_to_tags(nb)
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     km = KernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnvKernelSpecs())
     client = NotebookClient(nb, km=km, timeout=TIMEOUT_S, resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()
-    return nb, time.perf_counter() - start
+    return nb, time.perf_counter() - start, converted
 
 
 def machine_facts() -> dict:
@@ -143,8 +146,7 @@ def machine_facts() -> dict:
 
 
 def execute(path: Path) -> None:
-    nb, wall = run_cells(path)
-    converted = markers_to_tags(nb)
+    nb, wall, converted = run_cells(path)
     removed = strip_progress(nb)
     facts = machine_facts()
     nb.metadata["posenc_execution"] = {"date_utc": facts.pop("date_utc"), "wall_s": round(wall, 1), **facts}
