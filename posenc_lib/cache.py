@@ -1,10 +1,12 @@
-"""Train once, reuse everywhere: a file cache of trained models keyed by their configuration.
+"""Train once, reuse everywhere: a file cache of trained models keyed by what determines them.
 
 Several chapters study the same trained models. :func:`train_cached` trains a model the first
-time a configuration is asked for and loads it afterwards. The key hashes the configuration,
-the device type and the source of every module that shapes training, so editing the model or
-the training loop never serves a stale model. Writes are atomic and guarded by a file lock, so
-two notebooks run in parallel (pytest-xdist) train a shared model once, not twice.
+time a configuration is asked for and loads it afterwards. The key hashes what decides the
+model's numbers: its configuration (architecture, training recipe, seed), the device type, the
+identity of the corpus it reads (the SHA-256 of its files), and :data:`TRAINING_VERSION`.
+The library's source is not part of the key, so a docstring, a comment or a moved function
+never retrains a model. Writes are atomic and guarded by a file lock, so two notebooks run in
+parallel (pytest-xdist) train a shared model once, not twice.
 
 The cache lives in ``$POSENC_CACHE_DIR`` if set, else ``~/.cache/posenc_lib``.
 """
@@ -12,6 +14,7 @@ The cache lives in ``$POSENC_CACHE_DIR`` if set, else ``~/.cache/posenc_lib``.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -29,8 +32,30 @@ from posenc_lib.train import FineTuneConfig, TrainConfig, TrainRecord, fine_tune
 if TYPE_CHECKING:
     from posenc_lib.retrieval import PasskeyMixConfig
 
-# The modules whose code decides what a trained model is.
-_SOURCES = ("model.py", "attention.py", "train.py", "data.py", "encodings")
+TRAINING_VERSION = 1
+"""Bump when a change to the code alters the numbers a configuration trains to: the model's
+arithmetic (encodings, attention, initialisation), the training loop, the batches, the
+passkey windows. Every cached model is then retrained. A forgotten bump does not pass
+unnoticed: the chapters' stored outputs come from freshly trained models in CI (an empty
+cache), so strict nbval fails where a reader's stale cache would have disagreed."""
+
+
+@functools.cache
+def corpus_digest(name: str) -> str:
+    """SHA-256 over the files of the corpus ``name`` shipped in ``posenc_lib/corpora``
+    (names and bytes, in name order): the identity of a model's training data.
+
+    Raises:
+        ValueError: for a corpus with no folder in ``posenc_lib/corpora``.
+    """
+    folder = resources.files("posenc_lib").joinpath("corpora", name)
+    if not folder.is_dir():
+        raise ValueError(f"corpus {name!r} has no folder in posenc_lib/corpora")
+    digest = hashlib.sha256()
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.is_file():
+            digest.update(entry.name.encode() + b"\0" + entry.read_bytes())
+    return digest.hexdigest()
 
 
 def cache_dir() -> Path:
@@ -40,28 +65,18 @@ def cache_dir() -> Path:
     return path
 
 
-def _source_digest(extra: tuple[str, ...] = ()) -> str:
-    digest = hashlib.sha256()
-    root = resources.files("posenc_lib")
-    for name in _SOURCES + extra:
-        entry = root.joinpath(name)
-        files = sorted(entry.iterdir(), key=lambda p: p.name) if entry.is_dir() else [entry]
-        for f in files:
-            if f.name.endswith(".py"):
-                digest.update(f.name.encode() + f.read_bytes())
-    return digest.hexdigest()
-
-
-def _hash_key(content: dict, extra_sources: tuple[str, ...] = ()) -> str:
-    """16 hex digits of SHA-256 over ``content`` plus the library source digest (of
-    ``_SOURCES`` and ``extra_sources``)."""
-    payload = json.dumps({**content, "source": _source_digest(extra_sources)}, sort_keys=True)
+def _hash_key(content: dict, corpus: str) -> str:
+    """16 hex digits of SHA-256 over ``content``, the corpus' identity and
+    :data:`TRAINING_VERSION`."""
+    payload = json.dumps({**content, "data": corpus_digest(corpus),
+                          "training_version": TRAINING_VERSION}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def cache_key(config: TrainConfig, device: torch.device | str) -> str:
-    """A hex key for (configuration, device type, library source)."""
-    return _hash_key({"config": config.to_dict(), "device": torch.device(device).type})
+    """A hex key for (configuration, device type, corpus, training version)."""
+    return _hash_key({"config": config.to_dict(), "device": torch.device(device).type},
+                     config.corpus)
 
 
 def cached_model_path(config: TrainConfig, device: torch.device | str = "cpu") -> Path:
@@ -108,8 +123,10 @@ def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, pro
 
 
 def fine_tune_cache_key(config: FineTuneConfig, device: torch.device | str) -> str:
-    """A hex key for (fine-tune config with its base, device type, library source)."""
-    return _hash_key({"fine_tune": config.to_dict(), "device": torch.device(device).type})
+    """A hex key for (fine-tune config with its base, device type, corpus, training
+    version)."""
+    return _hash_key({"fine_tune": config.to_dict(), "device": torch.device(device).type},
+                     config.base.corpus)
 
 
 def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu", *,
@@ -134,11 +151,9 @@ def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu",
 
 
 def passkey_mix_cache_key(config: PasskeyMixConfig, device: torch.device | str) -> str:
-    """A hex key for (passkey-mixture config, device type, library source): the source
-    digest also covers ``retrieval.py``, which builds the passkey windows, so the other
-    models' keys do not depend on it."""
+    """A hex key for (passkey-mixture config, device type, corpus, training version)."""
     return _hash_key({"passkey_mix": config.to_dict(), "device": torch.device(device).type},
-                     extra_sources=("retrieval.py",))
+                     config.base.corpus)
 
 
 def passkey_mix_cached(config: PasskeyMixConfig, device: torch.device | str = "cpu", *,

@@ -14,10 +14,6 @@ pass without the full logits (at 16 384 tokens they would take 3.2 GB);
 :func:`passkey_table` turns rows into a method × length accuracy table or a depth ×
 length map (pandas); :func:`with_identical_rows` adds the rows of a method that is
 provably the same computation as another (dynamic NTK inside the trained context).
-
-These helpers live here, not in :mod:`posenc_lib.retrieval`, because the model cache
-hashes ``retrieval.py`` (:func:`posenc_lib.cache.passkey_mix_cache_key`): editing it
-would retrain the passkey-mixture models.
 """
 
 from __future__ import annotations

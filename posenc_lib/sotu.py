@@ -3,8 +3,6 @@
 Vendored compressed in ``posenc_lib/corpora/sotu`` (source, licence and split in
 ``PROVENANCE.md`` there). Importing this module registers it as ``"sotu"`` in
 :data:`posenc_lib.data.CORPORA`, so ``load_corpus("sotu")`` and ``TrainConfig(corpus="sotu")`` work.
-It lives apart from ``data.py`` because ``data.py`` is part of the model cache's key: models
-trained on Austen stay valid when a corpus is added.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """train_cached trains once, then loads an identical model; the key follows the configuration."""
 
+from pathlib import Path
+
 import torch
 
 from posenc_lib import ModelConfig, TrainConfig, train_cached
@@ -60,3 +62,71 @@ def test_fine_tune_cached_trains_once_and_keys_on_every_setting(tmp_path,
     other_base = FineTuneConfig(**{**config.__dict__, "base": TrainConfig(
         model=ROPE_TINY.model, seq_len=32, batch_size=4, steps=4)})
     assert fine_tune_cache_key(other_base, "cpu") != fine_tune_cache_key(config, "cpu")
+
+
+KEYS_SCRIPT = """
+import json
+from posenc_lib import FineTuneConfig, ModelConfig, TrainConfig
+from posenc_lib.cache import cache_key, fine_tune_cache_key, passkey_mix_cache_key
+from posenc_lib.retrieval import PasskeyMixConfig
+rope = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2),
+                   seq_len=32, batch_size=4, steps=3)
+print(json.dumps([cache_key(rope, "cpu"), passkey_mix_cache_key(PasskeyMixConfig(rope, 0.25),
+                  "cpu"), fine_tune_cache_key(FineTuneConfig(rope, 64, 2, 2, 1e-3), "cpu")]))
+"""
+
+
+def _keys_of_library_at(root: Path) -> list[str]:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    run = subprocess.run([sys.executable, "-c", KEYS_SCRIPT], env=env, cwd=root,
+                         capture_output=True, text=True, check=True)
+    return json.loads(run.stdout)
+
+
+def test_a_comment_or_docstring_edit_leaves_every_key_unchanged(tmp_path) -> None:
+    """The library copied, then a comment and a docstring line added to every module that
+    builds or trains a model: the three kinds of key stay the same."""
+    import shutil
+
+    import posenc_lib
+
+    source = Path(posenc_lib.__file__).parent
+    shutil.copytree(source, tmp_path / "posenc_lib",
+                    ignore=shutil.ignore_patterns("__pycache__", "corpora"))
+    (tmp_path / "posenc_lib" / "corpora").symlink_to(source / "corpora")
+    before = _keys_of_library_at(tmp_path)
+    for module in (tmp_path / "posenc_lib").rglob("*.py"):
+        text = module.read_text()
+        module.write_text(text.replace('"""', '"""An edited docstring. ', 1)
+                          + "\n# an edited comment\n")
+    assert _keys_of_library_at(tmp_path) == before
+    assert len(set(before)) == 3
+
+
+def test_key_follows_the_config_the_corpus_and_the_training_version(monkeypatch) -> None:
+    from posenc_lib import cache
+
+    key = cache_key(TINY, "cpu")
+    assert cache_key(TrainConfig(**{**TINY.__dict__, "seed": 1}), "cpu") != key
+    assert cache_key(TrainConfig(**{**TINY.__dict__, "corpus": "sotu"}), "cpu") != key
+    monkeypatch.setattr(cache, "TRAINING_VERSION", cache.TRAINING_VERSION + 1)
+    assert cache_key(TINY, "cpu") != key
+    monkeypatch.undo()
+    monkeypatch.setattr(cache, "corpus_digest", lambda name: "the same name, other bytes")
+    assert cache_key(TINY, "cpu") != key
+
+
+def test_corpus_digest_identifies_the_shipped_files() -> None:
+    from posenc_lib.cache import corpus_digest
+
+    assert len({corpus_digest("austen"), corpus_digest("sotu")}) == 2
+    assert corpus_digest("austen") == corpus_digest("austen")
+    import pytest
+
+    with pytest.raises(ValueError, match="'nope'"):
+        corpus_digest("nope")
