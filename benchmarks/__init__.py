@@ -10,6 +10,6 @@ Each suite prints a table and writes a JSON file under ``results/benchmarks/`` (
 file per run, never overwritten) holding the rows, the configuration and where it ran:
 device, torch version, threads, CPU model, load average before and after, date, git
 commit. Every comparison is made within one run with interleaved repeats
-(:func:`posenc_lib.benchmark.compare`): on a shared machine ratios hold, absolute times
+(:func:`posenc_lib.measure.compare`): on a shared machine ratios hold, absolute times
 do not. See ``benchmarks/README.md``.
 """

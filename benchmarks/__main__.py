@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import finish_record, save, show, start_record
-from posenc_lib.device import pick_device
+from posenc_lib.training.device import pick_device
 
 SUITES = {  # suite name -> (module in benchmarks/, title of its table)
     "rope": (

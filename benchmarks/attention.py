@@ -8,7 +8,7 @@ SDPA:
   embeddings once, outside).
 * RoPE: rotating q and k, then the same causal SDPA.
 * ALiBi and T5: an additive bias. Handed to SDPA as a float mask it is an
-  ``[1, H, L, L]`` tensor (:func:`posenc_lib.benchmark.attention_bias_bytes`), and the
+  ``[1, H, L, L]`` tensor (:func:`posenc_lib.measure.attention_bias_bytes`), and the
   kernel can no longer skip the blocks above the diagonal that ``is_causal=True`` skips.
   The variants show what building that mask costs per call, what reusing it saves,
   FlexAttention (the bias added inside the kernel by a ``score_mod``; compiled on CUDA,
@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.common import timing_columns
-from posenc_lib.alibi_attention import alibi_attention
-from posenc_lib.attention import attend, score_mask
-from posenc_lib.benchmark import (
+from posenc_lib.model.alibi_attention import alibi_attention
+from posenc_lib.model.attention import attend, score_mask
+from posenc_lib.measure import (
     alibi_attention_folded_keys,
     attention_bias_bytes,
     compare,
@@ -35,8 +35,8 @@ from posenc_lib.benchmark import (
     peak_memory_bytes,
 )
 from posenc_lib.encodings import RotaryEmbedding, alibi_bias
-from posenc_lib.model import ModelConfig, TransformerLM
-from posenc_lib.progress import progress_bar
+from posenc_lib.model.transformer import ModelConfig, TransformerLM
+from posenc_lib.training.progress import progress_bar
 
 LENGTHS = (256, 512, 1024, 2048, 4096)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from posenc_lib.benchmark import Timing, environment
+from posenc_lib.measure import Timing, environment
 
 RESULT_FORMAT = 1
 """Version of the benchmark JSON layout."""

@@ -11,7 +11,7 @@ it. Both are larger than the caches of the machine the book ran on (32 MiB L3). 
 into a *new* tensor (``x.clone()``) is timed too: it also pays for fresh memory, and
 ``page_faults`` counts the minor page faults one call causes. The deterministic count
 of what each eager variant does (operations, tensors allocated, bytes read and written
-if nothing stayed in a cache) comes from :func:`posenc_lib.benchmark.memory_traffic`.
+if nothing stayed in a cache) comes from :func:`posenc_lib.measure.memory_traffic`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.common import DTYPES, timing_columns
-from posenc_lib.benchmark import (
+from posenc_lib.measure import (
     compare,
     memory_traffic,
     rope_bytes,
@@ -32,7 +32,7 @@ from posenc_lib.benchmark import (
 )
 from posenc_lib.encodings import rope as rope_module
 from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope
-from posenc_lib.progress import progress_bar
+from posenc_lib.training.progress import progress_bar
 
 SHAPES = {
     "large": (1, 32, 4096, 128),  # one layer of a 7B-class model at 4096 positions

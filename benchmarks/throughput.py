@@ -4,7 +4,7 @@ The model is the one the book trains at scale ``book`` (d_model 96, 2 layers, 4 
 fresh and seeded (speed does not depend on what it has learned). One training call is
 an AdamW step on a batch of 32 × L_train = 128 random byte windows, forward and
 backward; one evaluation call is a forward pass without gradients over 8 × L = 2048
-(16 384 tokens, the batch :func:`posenc_lib.evaluate.evaluate_perplexity` uses at that
+(16 384 tokens, the batch :func:`posenc_lib.training.evaluate.evaluate_perplexity` uses at that
 length), and one more over as many tokens at L = L_train = 128 (128 × 128), so that
 the cost past L_train can be told from the cost at L_train. The learned table gets 2048 rows so that it can be evaluated at L = 2048 too.
 Schemes run interleaved, so a slow spell of the machine hits them all. For ALiBi and T5
@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.common import timing_columns
-import posenc_lib.attention as attention_module
-from posenc_lib.benchmark import compare
-from posenc_lib.model import SCHEMES, TransformerLM
-from posenc_lib.progress import progress_bar
-from posenc_lib.scales import get_scale
+import posenc_lib.model.attention as attention_module
+from posenc_lib.measure import compare
+from posenc_lib.model.transformer import SCHEMES, TransformerLM
+from posenc_lib.training.progress import progress_bar
+from posenc_lib.training.scales import get_scale
 
 
 def _model(

@@ -44,122 +44,312 @@ Notation used for tensor shapes (as in the docstrings and the comments at each r
 * ``head_dim`` (D): width of one head; ``d_model`` (C) = heads · head_dim
 * ``vocab`` (V): 256 byte values
 
-Without torch (the website's build, ``requirements-book.txt``) only the modules that need
-no torch import: :mod:`posenc_lib.stored` (reading stored results) and
-:mod:`posenc_lib.plotting`; every name below then raises an error that says to install
-torch.
+Where the code lives (each folder's ``__init__`` says more):
+
+* ``encodings/``: one module per positional encoding, and RoPE's context extensions;
+* ``symbolic/``: the SymPy derivations of sinusoidal, RoPE and ALiBi identities;
+* ``model/``: attention and the small Transformer the chapters train;
+* ``training/``: corpora, the training loop, evaluation, the store of trained models;
+* ``analysis/``: looking inside trained models (attention maps, interventions, probes);
+* ``tasks/``: passkey retrieval and the seeded train-short/test-long sweep;
+* ``pretrained/``: a pretrained checkpoint (SmolLM2): loading, check-up, KV cache,
+  streaming, long-context and passkey runs;
+* ``measure.py``: timing, memory traffic and other ways to write RoPE and ALiBi, for the
+  cost chapter; ``players.py``: the chapters' interactive figures; ``records.py``:
+  writing results files.
+
+The book's presentation (figure style, tables, stored results, checked bounds) is the
+separate, torch-free package :mod:`posenc_book`, so that the website builds without torch;
+its public names are re-exported here. Everything below is the public API: the chapters
+import from here.
 """
 
-try:
-    import torch as _torch
-except ModuleNotFoundError as _missing:
-    if _missing.name != "torch":
-        raise
-    _torch = None
-
-if _torch is None:
-    # The website's build has no torch: its Sphinx extension imports posenc_lib.stored and
-    # posenc_lib.plotting only. Anything else says what is missing.
-    def __getattr__(name: str):
-        if name in __all__:
-            raise ModuleNotFoundError(
-                f"posenc_lib.{name} needs PyTorch, which is not installed: "
-                "pip install 'torch>=2.5' (without torch only posenc_lib.stored and "
-                "posenc_lib.plotting work)", name="torch")
-        raise AttributeError(f"module 'posenc_lib' has no attribute {name!r}")
-else:
-    from posenc_lib.alibi_attention import alibi_attention
-    from posenc_lib.attention import SelfAttention, attend, causal_mask, score_mask
-    from posenc_lib.attention_maps import attention_probabilities, mean_attention_distance
-    from posenc_lib.cache import fine_tune_cached, train_cached
-    from posenc_lib.data import Corpus, bytes_to_tokens, load_corpus, sample_batch, tokens_to_text
-    from posenc_lib.device import device_name, pick_device
-    from posenc_lib.encodings import (
-        ROPE_TYPES,
-        LearnedPositionalEmbedding,
-        RotaryEmbedding,
-        T5RelativePositionBias,
-        alibi_bias,
-        alibi_bias_from_mask,
-        alibi_slopes,
-        apply_rope,
-        interleaved_to_half_permutation,
-        normalize_rope_scaling,
-        positions_from_mask,
-        rope_cos_sin,
-        rope_inverse_frequencies,
-        rope_scaled_frequencies,
-        rotate_pairs,
-        sinusoidal_encoding,
-        sinusoidal_frequencies,
-        t5_relative_position_bucket,
-    )
-    from posenc_lib.evaluate import EvalResult, evaluate_perplexity
-    from posenc_lib.model import (
-        SCHEMES,
-        ModelConfig,
-        TransformerLM,
-        every_kth_layer,
-        with_rope_scaling,
-    )
-    from posenc_lib.scales import SCALES, Scale, get_scale
-    from posenc_lib.sotu import load_sotu  # also registers "sotu" in posenc_lib.data.CORPORA
-    from posenc_lib.table_geometry import TrainedRowDistance, distance_to_trained_rows
-    from posenc_lib.train import FineTuneConfig, TrainConfig, TrainRecord, fine_tune, train
+from posenc_book.checks import assert_above, assert_below
+from posenc_lib.encodings import (
+    alibi_bias,
+    alibi_bias_from_mask,
+    alibi_slopes,
+    apply_rope,
+    interleaved_to_half_permutation,
+    LearnedPositionalEmbedding,
+    normalize_rope_scaling,
+    positions_from_mask,
+    rope_cos_sin,
+    rope_inverse_frequencies,
+    rope_scaled_frequencies,
+    ROPE_TYPES,
+    RotaryEmbedding,
+    rotate_pairs,
+    sinusoidal_encoding,
+    sinusoidal_frequencies,
+    t5_relative_position_bucket,
+    T5RelativePositionBias,
+)
+from posenc_lib.encodings.rope_scaling import dynamic_ntk_base, normalize_rope_parameters
+from posenc_lib.encodings.logit_scaling import (
+    normalize_logit_scaling,
+    query_scale,
+    softmax_scale_multiplier,
+)
+from posenc_lib.encodings.mrope import apply_mrope, mrope_pair_axes
+from posenc_lib.encodings.rope_partial import (
+    dimension_frequencies,
+    neox_rotary_dim,
+    p_rope_kept_pairs,
+)
+from posenc_lib.encodings.learned import DEFAULT_INIT_STD
+from posenc_lib.model.transformer import (
+    every_kth_layer,
+    ModelConfig,
+    SCHEMES,
+    TransformerLM,
+    with_rope_scaling,
+)
+from posenc_lib.model.attention import attend, CAUSAL_BLOCK, causal_mask, score_mask, SelfAttention
+from posenc_lib.model.alibi_attention import alibi_attention, alibi_attention_flex
+from posenc_lib.training.data import (
+    bytes_to_tokens,
+    Corpus,
+    load_corpus,
+    read_austen_book,
+    sample_batch,
+    tokens_to_text,
+)
+from posenc_lib.training.sotu import load_sotu
+from posenc_lib.training.device import device_name, pick_device
+from posenc_lib.training.evaluate import (
+    EvalResult,
+    evaluate_perplexity,
+    per_position_nll,
+    swap_cost,
+)
+from posenc_lib.training.store import fine_tune_cached, train_cached
+from posenc_lib.training.scales import get_scale, Scale, SCALES
+from posenc_lib.training.train import (
+    fine_tune,
+    FineTuneConfig,
+    train,
+    TrainConfig,
+    TrainRecord,
+    weight_decay_factor,
+)
+from posenc_lib.analysis.attention_maps import (
+    attention_by_distance,
+    attention_entropy,
+    attention_mass_beyond,
+    attention_probabilities,
+    mean_attention_distance,
+    rope_pair_dims,
+    rope_score_by_pair,
+)
+from posenc_lib.analysis.interventions import (
+    clamped_rope_distances,
+    shifted_positions,
+    sliding_window,
+)
+from posenc_lib.analysis.learned_table import distance_to_trained_rows, TrainedRowDistance
+from posenc_lib.analysis.ngram import ngram_cross_entropy
+from posenc_lib.analysis.probes import hidden_states, RidgeProbe
+from posenc_lib.tasks.retrieval import (
+    byte_encode,
+    make_passkey,
+    MARKED_TEMPLATE,
+    passkey_accuracy,
+    PasskeyTemplate,
+)
+from posenc_lib.tasks.sweep import (
+    plan_sweep,
+    ratio_spread,
+    results_frame,
+    run_sweep,
+    shard_runs,
+    summary_table,
+)
+from posenc_lib.pretrained.loading import (
+    load_pretrained,
+    PosencRopeAttention,
+    SMOLLM2,
+    use_own_rope,
+    use_posenc_rope,
+)
+from posenc_lib.pretrained.checkup import (
+    critical_pair,
+    logits_reproduced,
+    probe_layout,
+    rope_settings,
+)
+from posenc_lib.pretrained.kv_cache import (
+    cached_decode_logits,
+    kv_cache_bytes_per_token,
+    recomputed_logits,
+    rerotate_keys,
+)
+from posenc_lib.pretrained.long_context import load_long_context_results, method_scaling
+from posenc_lib.pretrained.passkey import passkey_table, with_identical_rows
+from posenc_lib.pretrained.streaming import (
+    block_means,
+    streaming_logits,
+    streaming_nll,
+    StreamingConfig,
+)
+from posenc_lib.measure import (
+    alibi_attention_folded_keys,
+    attention_bias_bytes,
+    load_stored_benchmark,
+    memory_traffic,
+    rope_bytes,
+    rope_complex,
+    rope_rotate_half_naive,
+)
+from posenc_lib.players import (
+    attention_by_length_player,
+    context_extension_player,
+    rope_rotation_player,
+)
+from posenc_book.plotting import (
+    legend_below,
+    plain_log_ticks,
+    plot_perplexity_vs_length,
+    use_book_style,
+)
+from posenc_book.schemes import scheme_label, SCHEME_STYLE
+from posenc_book.stored import load_stored_results, provenance_label, stored_results_dir
+from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ROPE_TYPES",
-    "SCALES",
-    "SCHEMES",
-    "Scale",
-    "SelfAttention",
+    "CAUSAL_BLOCK",
     "Corpus",
+    "DEFAULT_INIT_STD",
     "EvalResult",
     "FineTuneConfig",
     "LearnedPositionalEmbedding",
+    "MARKED_TEMPLATE",
     "ModelConfig",
+    "PasskeyTemplate",
+    "PosencRopeAttention",
+    "RidgeProbe",
+    "ROPE_TYPES",
     "RotaryEmbedding",
+    "Scale",
+    "SCALES",
+    "SCHEME_STYLE",
+    "SCHEMES",
+    "SelfAttention",
+    "SMOLLM2",
+    "StreamingConfig",
     "T5RelativePositionBias",
     "TrainConfig",
-    "TrainRecord",
     "TrainedRowDistance",
+    "TrainRecord",
     "TransformerLM",
     "alibi_attention",
+    "alibi_attention_flex",
+    "alibi_attention_folded_keys",
     "alibi_bias",
     "alibi_bias_from_mask",
     "alibi_slopes",
+    "apply_mrope",
     "apply_rope",
-    "bytes_to_tokens",
+    "assert_above",
+    "assert_below",
     "attend",
+    "attention_bias_bytes",
+    "attention_by_distance",
+    "attention_by_length_player",
+    "attention_entropy",
+    "attention_mass_beyond",
     "attention_probabilities",
+    "block_means",
+    "byte_encode",
+    "bytes_to_tokens",
+    "cached_decode_logits",
     "causal_mask",
+    "clamped_rope_distances",
+    "context_extension_player",
+    "critical_pair",
     "device_name",
+    "dimension_frequencies",
     "distance_to_trained_rows",
+    "dynamic_ntk_base",
     "evaluate_perplexity",
     "every_kth_layer",
     "fine_tune",
     "fine_tune_cached",
     "get_scale",
+    "hidden_states",
     "interleaved_to_half_permutation",
+    "kv_cache_bytes_per_token",
+    "legend_below",
     "load_corpus",
+    "load_long_context_results",
+    "load_pretrained",
     "load_sotu",
+    "load_stored_benchmark",
+    "load_stored_results",
+    "logits_reproduced",
+    "make_passkey",
     "mean_attention_distance",
+    "memory_traffic",
+    "method_scaling",
+    "mrope_pair_axes",
+    "neox_rotary_dim",
+    "ngram_cross_entropy",
+    "normalize_logit_scaling",
+    "normalize_rope_parameters",
     "normalize_rope_scaling",
+    "p_rope_kept_pairs",
+    "passkey_accuracy",
+    "passkey_table",
+    "per_position_nll",
     "pick_device",
+    "plain_log_ticks",
+    "plan_sweep",
+    "plot_perplexity_vs_length",
     "positions_from_mask",
+    "probe_layout",
+    "provenance_label",
+    "query_scale",
+    "ratio_spread",
+    "read_austen_book",
+    "recomputed_logits",
+    "rerotate_keys",
+    "results_frame",
+    "rope_bytes",
+    "rope_complex",
     "rope_cos_sin",
     "rope_inverse_frequencies",
+    "rope_pair_dims",
+    "rope_rotate_half_naive",
+    "rope_rotation_player",
     "rope_scaled_frequencies",
+    "rope_score_by_pair",
+    "rope_settings",
     "rotate_pairs",
+    "run_sweep",
     "sample_batch",
+    "scheme_label",
     "score_mask",
+    "shard_runs",
+    "shifted_positions",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
+    "sliding_window",
+    "softmax_scale_multiplier",
+    "stored_results_dir",
+    "streaming_logits",
+    "streaming_nll",
+    "summary_table",
+    "swap_cost",
     "t5_relative_position_bucket",
     "tokens_to_text",
     "train",
     "train_cached",
+    "use_book_style",
+    "use_own_rope",
+    "use_posenc_rope",
+    "weight_decay_factor",
+    "with_identical_rows",
     "with_rope_scaling",
 ]

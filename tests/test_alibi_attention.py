@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from posenc_lib import alibi_slopes
-from posenc_lib.alibi_attention import (
+from posenc_lib.model.alibi_attention import (
     DEFAULT_IMPLEMENTATION,
     IMPLEMENTATIONS,
     alibi_attention,

@@ -65,8 +65,8 @@ def test_probabilities_reproduce_forward(causal: bool) -> None:
 
 
 def test_long_causal_mask_runs_block_by_block_and_equals_one_call() -> None:
-    from posenc_lib.attention import CAUSAL_BLOCK, score_mask
-    from posenc_lib.benchmark import memory_traffic
+    from posenc_lib.model.attention import CAUSAL_BLOCK, score_mask
+    from posenc_lib.measure import memory_traffic
 
     torch.manual_seed(0)
     t = 2 * CAUSAL_BLOCK + 77  # three blocks, the last one partial
@@ -116,7 +116,7 @@ def test_sliding_window_mask_is_transformers_window() -> None:
     pytest.importorskip("transformers")
     from transformers.masking_utils import sliding_window_causal_mask_function
 
-    from posenc_lib.attention import sliding_window_mask
+    from posenc_lib.model.attention import sliding_window_mask
 
     for window in (1, 3, 8, 40):
         rule = sliding_window_causal_mask_function(window)
@@ -138,7 +138,7 @@ def test_sliding_window_layer_matches_explicit() -> None:
     """SelfAttention(sliding_window=W) against an explicit softmax with the window;
     largest difference measured 1.2e-07 (float32 kernels vs the explicit product),
     and probabilities() gives zero weight outside the window."""
-    from posenc_lib.attention import sliding_window_mask
+    from posenc_lib.model.attention import sliding_window_mask
 
     torch.manual_seed(0)
     layer = SelfAttention(16, 2, sliding_window=4)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posenc_lib import ModelConfig, RotaryEmbedding, SelfAttention, TransformerLM
-from posenc_lib.attention_maps import (
+from posenc_lib.analysis.attention_maps import (
     attention_by_distance,
     attention_entropy,
     attention_mass_beyond,

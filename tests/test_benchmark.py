@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from posenc_lib import apply_rope, rope_inverse_frequencies
-from posenc_lib import benchmark
-from posenc_lib.benchmark import (
+from posenc_lib import measure as benchmark
+from posenc_lib.measure import (
     Timing,
     attention_bias_bytes,
     compare,
@@ -244,7 +244,7 @@ def test_fake_clock_helper() -> None:
 
 def test_alibi_folded_into_keys_equals_the_mask_up_to_its_precision() -> None:
     from posenc_lib import alibi_bias, attend
-    from posenc_lib.benchmark import alibi_attention_folded_keys
+    from posenc_lib.measure import alibi_attention_folded_keys
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 300, 16) for _ in range(3))
@@ -269,8 +269,8 @@ def test_alibi_folded_into_keys_equals_the_mask_up_to_its_precision() -> None:
 def test_stored_benchmark_loader_and_label(tmp_path, monkeypatch) -> None:
     import json
 
-    from posenc_lib import stored
-    from posenc_lib.benchmark import benchmark_label, load_stored_benchmark
+    from posenc_book import stored
+    from posenc_lib.measure import benchmark_label, load_stored_benchmark
 
     (tmp_path / "benchmarks").mkdir()
     record = {

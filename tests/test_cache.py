@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 
 from posenc_lib import ModelConfig, TrainConfig, train_cached
-from posenc_lib.cache import cache_key
+from posenc_lib.training.store import cache_key
 
 TINY = TrainConfig(model=ModelConfig(position="alibi", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=4, steps=3)
 
@@ -40,7 +40,7 @@ ROPE_TINY = TrainConfig(
 def test_fine_tune_cached_trains_once_and_keys_on_every_setting(tmp_path,
                                                                 monkeypatch) -> None:
     from posenc_lib import FineTuneConfig, fine_tune_cached
-    from posenc_lib.cache import fine_tune_cache_key
+    from posenc_lib.training.store import fine_tune_cache_key
 
     monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
     yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32}
@@ -67,8 +67,8 @@ def test_fine_tune_cached_trains_once_and_keys_on_every_setting(tmp_path,
 KEYS_SCRIPT = """
 import json
 from posenc_lib import FineTuneConfig, ModelConfig, TrainConfig
-from posenc_lib.cache import cache_key, fine_tune_cache_key, passkey_mix_cache_key
-from posenc_lib.retrieval import PasskeyMixConfig
+from posenc_lib.training.store import cache_key, fine_tune_cache_key, passkey_mix_cache_key
+from posenc_lib.tasks.retrieval import PasskeyMixConfig
 rope = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2),
                    seq_len=32, batch_size=4, steps=3)
 print(json.dumps([cache_key(rope, "cpu"), passkey_mix_cache_key(PasskeyMixConfig(rope, 0.25),
@@ -109,7 +109,7 @@ def test_a_comment_or_docstring_edit_leaves_every_key_unchanged(tmp_path) -> Non
 
 
 def test_key_follows_the_config_the_corpus_and_the_training_version(monkeypatch) -> None:
-    from posenc_lib import cache
+    from posenc_lib.training import store as cache
 
     key = cache_key(TINY, "cpu")
     assert cache_key(TrainConfig(**{**TINY.__dict__, "seed": 1}), "cpu") != key
@@ -122,7 +122,7 @@ def test_key_follows_the_config_the_corpus_and_the_training_version(monkeypatch)
 
 
 def test_corpus_digest_identifies_the_shipped_files() -> None:
-    from posenc_lib.cache import corpus_digest
+    from posenc_lib.training.store import corpus_digest
 
     assert len({corpus_digest("austen"), corpus_digest("sotu")}) == 2
     assert corpus_digest("austen") == corpus_digest("austen")

@@ -1,4 +1,4 @@
-"""posenc_lib.checkup on tiny randomly initialised Llama models (transformers, test-only;
+"""posenc_lib.pretrained.checkup on tiny randomly initialised Llama models (transformers, test-only;
 nothing downloaded): the layout probe tells a model built interleaved from one built
 rotate-half, the config's RoPE reproduces the logits, pair shares and positional heads
 are well formed, the critical pair matches chapter 10's rule, the extension is measured,
@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from posenc_lib.checkup import (
+from posenc_lib.pretrained.checkup import (
     LAYOUTS,
     checkup,
     critical_pair,
@@ -49,7 +49,7 @@ def tiny_llama(**rope) -> LlamaForCausalLM:
 
 def built_interleaved(model: LlamaForCausalLM) -> LlamaForCausalLM:
     """The same weights, every layer rotated in the interleaved pairing instead."""
-    from posenc_lib.pretrained import PosencRopeAttention
+    from posenc_lib.pretrained.loading import PosencRopeAttention
 
     rotary = RotaryEmbedding(16, 10000.0, interleaved=True)
     for layer in model.model.layers:
@@ -144,7 +144,7 @@ def test_the_whole_checkup_on_a_tiny_model_measures_each_part() -> None:
 
 
 def test_the_stored_chapter_11_run_is_read() -> None:
-    from posenc_lib.stored import stored_results_dir
+    from posenc_book.stored import stored_results_dir
 
     folder = stored_results_dir("pretrained") / "smollm2-persuasion-16384"
     stored = stored_extension(folder, 8192)
@@ -157,7 +157,7 @@ def test_the_stored_chapter_11_run_is_read() -> None:
 
 
 def test_the_equal_stretch_dynamic_run_replaces_the_first_folders() -> None:
-    from posenc_lib.stored import stored_results_dir
+    from posenc_book.stored import stored_results_dir
 
     base = stored_results_dir("pretrained")
     both = stored_extension([base / "smollm2-persuasion-16384",
@@ -227,7 +227,7 @@ def test_a_missing_gguf_file_or_folder_is_named(tmp_path) -> None:
 
 
 def test_the_command_line_writes_a_report(tmp_path, monkeypatch) -> None:
-    import posenc_lib.checkup as checkup_module
+    import posenc_lib.pretrained.checkup as checkup_module
 
     class ByteTokenizer:  # stands in for a real tokenizer: one id per byte, mod 97
         def __call__(self, text, add_special_tokens=False):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posenc_lib import load_corpus, sample_batch
-from posenc_lib.data import read_austen_book
+from posenc_lib.training.data import read_austen_book
 
 # sha256 of the plain-text files in shared/data/austen (see posenc_lib/corpora/austen/PROVENANCE.md)
 CHECKSUMS = {
@@ -65,7 +65,7 @@ def test_sotu_holds_out_whole_addresses() -> None:
 def test_sotu_checksum_is_verified(monkeypatch) -> None:
     import gzip
 
-    from posenc_lib import sotu
+    from posenc_lib.training import sotu
 
     real = gzip.decompress
     monkeypatch.setattr(sotu.gzip, "decompress", lambda b: real(b) + b"tampered")

@@ -261,7 +261,7 @@ def test_bf16_rotation_is_computed_in_float32() -> None:
 
 @pytest.mark.parametrize("rotary_dim", [None, 4])
 def test_default_positions_equal_arange_without_a_lookup(rotary_dim) -> None:
-    from posenc_lib.benchmark import memory_traffic
+    from posenc_lib.measure import memory_traffic
 
     rope = RotaryEmbedding(8, rotary_dim=rotary_dim)
     x = torch.randn(2, 3, 9, 8)

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc_lib import experiments
-from posenc_lib.experiments import RunSpec, format_table, load_results, plan_sweep, run_sweep, summarize
-from posenc_lib.scales import SCALES, Scale
+from posenc_lib.tasks import sweep as experiments
+from posenc_lib.tasks.sweep import RunSpec, format_table, load_results, plan_sweep, run_sweep, summarize
+from posenc_lib.training.scales import SCALES, Scale
 
 TINY = Scale("tiny", d_model=32, num_layers=1, num_heads=2, seq_len=32, batch_size=8, steps=15, lr=3e-3,
              warmup_steps=2, eval_lengths=(32, 64), eval_tokens=2048, seeds=(0, 1))
@@ -106,8 +106,8 @@ def test_interrupted_sweep_resumes_without_rework(tmp_path, monkeypatch) -> None
 
 KILL_SCRIPT = """
 import sys
-from posenc_lib import experiments
-from posenc_lib.scales import SCALES, Scale
+from posenc_lib.tasks import sweep as experiments
+from posenc_lib.training.scales import SCALES, Scale
 SCALES["tiny"] = Scale("tiny", d_model=32, num_layers=1, num_heads=2, seq_len=32, batch_size=8, steps=60, lr=3e-3,
                        warmup_steps=2, eval_lengths=(32, 64, 128), eval_tokens=8192, seeds=(0,))
 sys.exit(experiments.main(["sweep", "--config", "tiny", "--schemes", "rope", "alibi", "t5", "--out", sys.argv[1], "--no-progress", "--device", "cpu"]))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from posenc_lib.files import write_atomic
+from posenc_lib.records import write_atomic
 
 
 def test_writes_and_replaces(tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""posenc_lib.interactive: players that work offline and show what their tables hold."""
+"""posenc_lib.players: players that work offline and show what their tables hold."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from posenc_lib.interactive import (
+from posenc_lib.players import (
     Player,
     attention_by_length_player,
     context_extension_player,

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from posenc_lib import ModelConfig, TransformerLM
-from posenc_lib.attention_maps import attention_probabilities
-from posenc_lib.interventions import (
+from posenc_lib.analysis.attention_maps import attention_probabilities
+from posenc_lib.analysis.interventions import (
     band_bias,
     clamped_rope_distances,
     clamped_rope_scores,

@@ -1,4 +1,4 @@
-"""posenc_lib.kv_cache: cache size from a config, re-rotating cached keys, and cached
+"""posenc_lib.pretrained.kv_cache: cache size from a config, re-rotating cached keys, and cached
 decoding against recomputation (plain RoPE and dynamic NTK).
 
 The decoding tests use a tiny randomly initialised ``LlamaForCausalLM`` (transformers
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from posenc_lib import apply_rope
-from posenc_lib.kv_cache import (
+from posenc_lib.pretrained.kv_cache import (
     KVCacheSize,
     cached_decode_logits,
     kv_cache_bytes_per_token,
@@ -95,7 +95,7 @@ def test_bad_configs_are_refused() -> None:
 def test_docstring_examples_run_as_shown() -> None:
     import doctest
 
-    import posenc_lib.kv_cache as module
+    import posenc_lib.pretrained.kv_cache as module
 
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
@@ -197,7 +197,7 @@ def test_keys_are_cached_after_rotation(tokens) -> None:
 
 
 def test_cached_decoding_equals_a_full_forward(tokens) -> None:
-    from posenc_lib.pretrained import use_posenc_rope
+    from posenc_lib.pretrained.loading import use_posenc_rope
 
     model = tiny_llama({"rope_type": "default", "rope_theta": 1e4})
     with torch.no_grad():
@@ -228,7 +228,7 @@ def test_dynamic_ntk_cache_is_inconsistent_past_l0_only(tokens) -> None:
 
 
 def test_dynamic_ntk_with_the_librarys_rope_has_the_same_inconsistency(tokens) -> None:
-    from posenc_lib.pretrained import use_posenc_rope
+    from posenc_lib.pretrained.loading import use_posenc_rope
 
     model = tiny_llama({"rope_type": "default", "rope_theta": 1e4})
     use_posenc_rope(model, {"rope_type": "dynamic", "factor": 4.0,

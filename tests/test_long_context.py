@@ -1,4 +1,4 @@
-"""posenc_lib.long_context: methods, planning, result files, resuming, the command line.
+"""posenc_lib.pretrained.long_context: methods, planning, result files, resuming, the command line.
 
 The model is a tiny random transformers Llama and the tokenizer a byte-level stand-in,
 so the whole pipeline runs in seconds; the real model is exercised by chapter 11.
@@ -11,8 +11,8 @@ import json
 import pytest
 import torch
 
-import posenc_lib.long_context as lc
-from posenc_lib.long_context import METHODS, LongContextRun, method_scaling, plan
+import posenc_lib.pretrained.long_context as lc
+from posenc_lib.pretrained.long_context import METHODS, LongContextRun, method_scaling, plan
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (test-only, pinned) is not installed"

@@ -20,7 +20,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from posenc_lib import alibi_bias, attend
-from posenc_lib.benchmark import alibi_attention_folded_keys
+from posenc_lib.measure import alibi_attention_folded_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPER = Path(__file__).with_name("missing_fused_kernel.py")

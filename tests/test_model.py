@@ -223,7 +223,7 @@ def test_folded_score_mask_equals_the_bias_added_per_layer(position: str) -> Non
 
 
 def test_alibi_mask_is_built_once_per_length() -> None:
-    from posenc_lib.benchmark import attention_bias_bytes, memory_traffic
+    from posenc_lib.measure import attention_bias_bytes, memory_traffic
 
     heads, seq = 4, 512
     config = ModelConfig(position="alibi", d_model=16, num_heads=heads, num_layers=2)
@@ -242,7 +242,7 @@ def test_alibi_mask_is_built_once_per_length() -> None:
 
 
 def test_t5_mask_lookup_equals_bias_plus_causal_mask() -> None:
-    from posenc_lib.attention import score_mask
+    from posenc_lib.model.attention import score_mask
 
     torch.manual_seed(0)
     config = ModelConfig(position="t5", d_model=16, num_heads=4, num_layers=1)
@@ -320,7 +320,7 @@ def test_lists_instead_of_tensors_fail_in_words() -> None:
 
 
 # --- RoPE as models ship it: layer patterns, per-layer-type bases, partial rotation,
-# logit scaling (posenc_lib.model's new ModelConfig fields) ---------------------------
+# logit scaling (posenc_lib.model.transformer's new ModelConfig fields) ---------------------------
 
 from posenc_lib import every_kth_layer  # noqa: E402
 
@@ -488,7 +488,7 @@ def test_new_fields_are_checked_by_name(kw: dict, message: str) -> None:
 
 
 def test_new_fields_survive_a_train_config_round_trip() -> None:
-    from posenc_lib.train import TrainConfig
+    from posenc_lib.training.train import TrainConfig
 
     config = TrainConfig(model=ModelConfig(
         position="rope", d_model=32, layer_types=["sliding_attention", "full_attention"],

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from posenc_lib.ngram import ngram_bits_per_byte, ngram_cross_entropy
+from posenc_lib.analysis.ngram import ngram_bits_per_byte, ngram_cross_entropy
 
 
 def direct(train: list[int], test: list[int], order: int, alpha: float) -> float:

@@ -1,4 +1,4 @@
-"""posenc_lib.passkey_runs: the tables of stored passkey rows, the copy of identical
+"""posenc_lib.pretrained.passkey: the tables of stored passkey rows, the copy of identical
 rows, and the one-window scoring of a transformers model (on a tiny random Llama)."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from posenc_lib.passkey_runs import (
+from posenc_lib.pretrained.passkey import (
     ROW_FIELDS,
     passkey_table,
     score_passkey_lm,
     with_identical_rows,
 )
-from posenc_lib.retrieval import PasskeyTemplate, make_passkey, score_passkeys
+from posenc_lib.tasks.retrieval import PasskeyTemplate, make_passkey, score_passkeys
 
 
 def row(method: str, length: int, depth: float, correct: bool, digits: int = 5,

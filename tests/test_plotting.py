@@ -1,4 +1,4 @@
-"""posenc_lib.plotting: figures a reader can read (CONTRIBUTING.md, "Outputs a reader
+"""posenc_book.plotting: figures a reader can read (CONTRIBUTING.md, "Outputs a reader
 can read").
 
 Each test checks what a reader sees in the drawn figure: tick labels as text, axis
@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from posenc_lib.plotting import (  # noqa: E402
+from posenc_book.plotting import (  # noqa: E402
     FIGURE_DPI,
     MAX_FIGURE_WIDTH_IN,
     MIN_PHONE_FONT_PX,

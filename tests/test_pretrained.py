@@ -1,4 +1,4 @@
-"""posenc_lib.pretrained: finding and checking the model file, and posenc_lib's RoPE
+"""posenc_lib.pretrained.loading: finding and checking the model file, and posenc_lib's RoPE
 inside a transformers Llama.
 
 The model-level tests use a tiny randomly initialised ``LlamaForCausalLM`` (transformers
@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from posenc_lib.pretrained import (
+from posenc_lib.pretrained.loading import (
     SMOLLM2,
     PosencRopeAttention,
     PretrainedFile,
@@ -153,7 +153,7 @@ def test_rope_config_reads_nested_per_layer_type_parameters() -> None:
 
     from transformers import Gemma3TextConfig
 
-    from posenc_lib.pretrained import rope_config
+    from posenc_lib.pretrained.loading import rope_config
 
     config = Gemma3TextConfig(hidden_size=64, num_attention_heads=2, head_dim=32,
                               num_hidden_layers=6)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from posenc_lib import ModelConfig, TransformerLM, sinusoidal_encoding
-from posenc_lib.probes import RidgeProbe, hidden_states, r_squared
+from posenc_lib.analysis.probes import RidgeProbe, hidden_states, r_squared
 
 
 @pytest.mark.parametrize("scheme", ["none", "sinusoidal", "rope"])

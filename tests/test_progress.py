@@ -12,10 +12,10 @@ import re
 
 import pytest
 
-from posenc_lib import progress
-from posenc_lib.progress import MAX_REDRAWS, progress_bar
-from posenc_lib.model import ModelConfig
-from posenc_lib.train import TrainConfig, train
+from posenc_lib.training import progress
+from posenc_lib.training.progress import MAX_REDRAWS, progress_bar
+from posenc_lib.model.transformer import ModelConfig
+from posenc_lib.training.train import TrainConfig, train
 
 
 class FlushCounter(io.StringIO):

@@ -1,4 +1,4 @@
-"""posenc_lib.retrieval: passkey windows, their scoring, copy windows and copy gain,
+"""posenc_lib.tasks.retrieval: passkey windows, their scoring, copy windows and copy gain,
 the training mixture, and the pretrained-tokenizer path on a tiny random Llama."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from posenc_lib.cache import cache_key, passkey_mix_cache_key
-from posenc_lib.model import ModelConfig, TransformerLM
-from posenc_lib.retrieval import (
+from posenc_lib.training.store import cache_key, passkey_mix_cache_key
+from posenc_lib.model.transformer import ModelConfig, TransformerLM
+from posenc_lib.tasks.retrieval import (
     REPEATED_FILLER,
     PasskeyMixConfig,
     PasskeyTemplate,
@@ -25,7 +25,7 @@ from posenc_lib.retrieval import (
     score_passkeys,
     train_passkey_mix,
 )
-from posenc_lib.train import TrainConfig, train
+from posenc_lib.training.train import TrainConfig, train
 
 
 def text(tokens: torch.Tensor) -> str:
@@ -286,7 +286,7 @@ def test_answer_weight_adds_the_answer_loss() -> None:
 def test_repeat_windows() -> None:
     import random
 
-    from posenc_lib.retrieval import repeat_training_windows
+    from posenc_lib.tasks.retrieval import repeat_training_windows
 
     stream = torch.arange(500)
     windows = repeat_training_windows(9, stream, random.Random(0), 2)

@@ -4,7 +4,7 @@ train on the larger corpus; the sliding stride follows the divisor."""
 import pytest
 
 from posenc_lib import SCALES, TrainConfig, get_scale
-from posenc_lib.scales import Scale
+from posenc_lib.training.scales import Scale
 
 
 def test_ci_trains_exactly_as_before() -> None:

@@ -13,7 +13,7 @@ book.
   labels are still at least 9 px.
 * Every link and anchor between the site's pages resolves.
 * Chapters carry a Colab button at the book's version.
-* The figures a reader can move (``posenc_lib.interactive``) change their picture when
+* The figures a reader can move (``posenc_lib.players``) change their picture when
   their slider or buttons move, and ask nothing of the network.
 * The landing page's sentences about its figure hold on the stored results it draws.
 * The GitHub Pages workflow runs the README's build command and publishes
@@ -391,7 +391,7 @@ def test_page_reads_well_in_chromium(browser, docname: str) -> None:
     )
 
 
-# Chapters with a player of posenc_lib.interactive (a figure with a slider), and how many.
+# Chapters with a player of posenc_lib.players (a figure with a slider), and how many.
 PLAYERS = {
     "notebooks/05_rope": 1,
     "notebooks/10_why_extrapolation_fails": 1,
@@ -458,7 +458,7 @@ def expect_unless_pending(docname: str, problems: list[str]) -> None:
 
 
 def is_player_frame(img) -> bool:
-    """A frame of an interactive player (``posenc_lib.interactive``): an HTML output with
+    """A frame of an interactive player (``posenc_lib.players``): an HTML output with
     data-URI frames, not a figure; the player tests check it."""
     parent = img.parent
     return (
@@ -532,7 +532,7 @@ def test_figures_are_legible_on_a_phone(browser, docname: str) -> None:
     """At a 390 px viewport a figure is shown narrower than its size; its tick labels
     (``TICK_FONT_PT`` at ``FIGURE_DPI``) must still be at least ``MIN_PHONE_FONT_PX``, and
     it must keep its proportions (not be squeezed sideways)."""
-    from posenc_lib.plotting import (
+    from posenc_book.plotting import (
         FIGURE_DPI,
         MAX_FIGURE_WIDTH_IN,
         MIN_PHONE_FONT_PX,
@@ -585,8 +585,8 @@ def test_landing_page_claims_hold_on_the_stored_results() -> None:
     the learned table has one point, at L_train; the runs are at the book scale, larger
     than chapter 9's ci scale.
     """
-    from posenc_lib.experiments import summarize
-    from posenc_lib.stored import load_stored_results
+    from posenc_lib.tasks.sweep import summarize
+    from posenc_book.stored import load_stored_results
 
     results = load_stored_results("book")
     summary = summarize(results)["sliding"]
@@ -604,7 +604,7 @@ def test_landing_page_claims_hold_on_the_stored_results() -> None:
         ), scheme
     # The caption: learned positions have one point, since the table ends at L_train; the
     # runs are at the book scale, and chapter 9's live sweep at the smaller ci scale.
-    from posenc_lib.scales import get_scale
+    from posenc_lib.training.scales import get_scale
 
     assert list(mean["learned"]) == [train_length]
     assert all(
@@ -733,10 +733,10 @@ def test_a_wheel_carries_the_corpora_and_the_stored_results(tmp_path: Path) -> N
     (wheel,) = (tmp_path / "dist").glob("posenc_lib-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     stored = {
-        n for n in names if n.startswith("posenc_lib/results/") and n.endswith(".json")
+        n for n in names if n.startswith("posenc_book/results/") and n.endswith(".json")
     }
     expected = {  # results/NAME/*.json and results/NAME/RUN/*.json (the pretrained runs)
-        f"posenc_lib/results/{p.relative_to(ROOT / 'results').as_posix()}"
+        f"posenc_book/results/{p.relative_to(ROOT / 'results').as_posix()}"
         for p in (ROOT / "results").rglob("*.json")
     }
     assert (

@@ -1,11 +1,11 @@
-"""posenc_lib.stored: stored sweep results are found, and a missing folder fails in words."""
+"""posenc_book.stored: stored sweep results are found, and a missing folder fails in words."""
 
 import shutil
 
 import pytest
 
-import posenc_lib.stored as stored
-from posenc_lib.stored import load_stored_results, stored_results_dir
+import posenc_book.stored as stored
+from posenc_book.stored import load_stored_results, stored_results_dir
 
 
 def test_book_results_are_stored_with_provenance() -> None:
@@ -15,7 +15,7 @@ def test_book_results_are_stored_with_provenance() -> None:
 
 
 def test_missing_results_say_what_to_do() -> None:
-    with pytest.raises(FileNotFoundError, match="experiments sweep --config nonexistent"):
+    with pytest.raises(FileNotFoundError, match="sweep --config nonexistent"):
         stored_results_dir("nonexistent")
 
 
@@ -27,7 +27,7 @@ def test_bad_names(name: str) -> None:
 
 def test_an_installed_wheel_finds_its_package_data(tmp_path, monkeypatch) -> None:
     """Without a clone's results/, the copy inside the package (a wheel) is read."""
-    package_results = tmp_path / "posenc_lib" / "results"
+    package_results = tmp_path / "posenc_book" / "results"
     shutil.copytree(stored.REPOSITORY_RESULTS / "book", package_results / "book")
     monkeypatch.setattr(stored, "REPOSITORY_RESULTS", tmp_path / "no-clone" / "results")
     monkeypatch.setattr(stored, "PACKAGE_RESULTS", package_results)
@@ -35,12 +35,6 @@ def test_an_installed_wheel_finds_its_package_data(tmp_path, monkeypatch) -> Non
     assert len(load_stored_results("book")) == 18
     with pytest.raises(FileNotFoundError, match="installed wheel"):
         stored_results_dir("gpu")
-
-
-def test_scheme_order_is_the_models() -> None:
-    from posenc_lib.model import SCHEMES
-
-    assert stored.SCHEME_ORDER == SCHEMES
 
 
 def test_reading_stored_results_needs_no_torch() -> None:
@@ -54,19 +48,22 @@ def test_reading_stored_results_needs_no_torch() -> None:
 import sys
 sys.modules["torch"] = None  # import torch now raises ModuleNotFoundError
 sys.path.insert(0, "book/_ext")
-import posenc_book  # the book's Sphinx extension
-import posenc_lib
-from posenc_lib.plotting import plot_perplexity_vs_length
-from posenc_lib.stored import load_stored_results, provenance_label, summarize
+import posenc_sphinx  # the book's Sphinx extension
+import posenc_book
+from posenc_book.interactive import Player
+from posenc_book.plotting import plot_perplexity_vs_length
+from posenc_book.schemes import SCHEMES, scheme_label
+from posenc_book.stored import load_stored_results, provenance_label, summarize
+from posenc_book.tables import table_html
 results = load_stored_results("book")
 assert len(results) == 18 and "rope" in summarize(results)["sliding"]
 assert provenance_label(results).startswith("18 runs of scale book")
 try:
-    posenc_lib.apply_rope
+    import posenc_lib  # the library itself needs torch
 except ModuleNotFoundError as error:
-    assert "needs PyTorch" in str(error), error
+    assert error.name == "torch", error
 else:
-    raise AssertionError("posenc_lib.apply_rope without torch")
+    raise AssertionError("posenc_lib imported without torch")
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
@@ -83,14 +80,14 @@ def test_first_run_times_cover_every_chapter() -> None:
 
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root / "book" / "_ext"))
-    import posenc_book
+    import posenc_sphinx
 
     named = {re.search(r"^:first-run: (\S+)$", (root / "book" / page).read_text(), re.M).group(1)
              for page in ("intro.md", "execution_status.md")}
     assert len(named) == 1, f"the two pages name different first-run files: {named}"
-    record = posenc_book.first_runs(root, named.pop())
-    chapters = [d for d in posenc_book.toc_files(root) if (root / f"{d}.ipynb").exists()]
+    record = posenc_sphinx.first_runs(root, named.pop())
+    chapters = [d for d in posenc_sphinx.toc_files(root) if (root / f"{d}.ipynb").exists()]
     assert sorted(record["chapters"]) == sorted(chapters)
     assert all(entry["wall_s"] > 0 for entry in record["chapters"].values())
     with pytest.raises(ValueError, match="tools/cold_times.py"):
-        posenc_book.first_runs(root, "results/run-times/missing.json")
+        posenc_sphinx.first_runs(root, "results/run-times/missing.json")

@@ -1,4 +1,4 @@
-"""posenc_lib.streaming: the whole-sequence form equals token-by-token decoding with a
+"""posenc_lib.pretrained.streaming: the whole-sequence form equals token-by-token decoding with a
 bounded cache (the definition), for each mode, on tiny models (the book's RoPE model and
 a randomly initialised transformers Llama); a cache as long as the text equals a plain
 forward; the modes differ where they should; bad input is refused.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc_lib.model import ModelConfig, TransformerLM
-from posenc_lib.streaming import (
+from posenc_lib.model.transformer import ModelConfig, TransformerLM
+from posenc_lib.pretrained.streaming import (
     MODES,
     StreamingCache,
     StreamingConfig,

@@ -1,11 +1,11 @@
-"""posenc_lib.tables: the book's HTML for a DataFrame."""
+"""posenc_book.tables: the book's HTML for a DataFrame."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from posenc_lib.tables import table_html, use_book_tables
+from posenc_book.tables import table_html, use_book_tables
 
 
 def frame() -> pd.DataFrame:
@@ -78,7 +78,7 @@ def test_in_ipython_every_dataframe_is_drawn_by_table_html() -> None:
 
 
 def test_a_link_is_drawn_as_a_link_and_reads_as_text() -> None:
-    from posenc_lib.tables import Link
+    from posenc_book.tables import Link
 
     df = pd.DataFrame({"verdict": ["fails"]},
                       index=pd.Index([Link("RoPE <extrapolates>", "#ledger-claim-11")],
@@ -116,7 +116,7 @@ def test_floats_are_shown_as_pandas_shows_them_not_as_their_binary_expansion() -
     ],
 )
 def test_plain_text_notation_is_set_as_sub_and_superscripts(text: str, shown: str) -> None:
-    from posenc_lib.tables import notation_html
+    from posenc_book.tables import notation_html
 
     assert notation_html(text) == shown
 

@@ -14,8 +14,8 @@ from posenc_lib import (
     evaluate_perplexity,
     train,
 )
-from posenc_lib.evaluate import _windows
-from posenc_lib.train import _optimizer, learning_rate, weight_decay_factor
+from posenc_lib.training.evaluate import _windows
+from posenc_lib.training.train import _optimizer, learning_rate, weight_decay_factor
 
 TINY = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=8, steps=12, warmup_steps=2)
 
@@ -133,7 +133,7 @@ def test_position_weight_decay_errors() -> None:
 
 
 def test_per_position_nll_decomposes_the_perplexity() -> None:
-    from posenc_lib.evaluate import per_position_nll
+    from posenc_lib.training.evaluate import per_position_nll
 
     model = TransformerLM(ModelConfig(position="none", d_model=16, num_layers=1, num_heads=2)).eval()
     tokens = torch.randint(0, 256, (300,))
@@ -176,7 +176,7 @@ def test_fine_tune_copies_the_weights_and_checks_its_config() -> None:
 
 
 def test_swap_cost_is_zero_without_order_and_matches_a_hand_swap() -> None:
-    from posenc_lib.evaluate import swap_cost
+    from posenc_lib.training.evaluate import swap_cost
 
     inputs = torch.randint(0, 256, (8, 16))
     targets = torch.randint(0, 256, (8, 16))
@@ -206,7 +206,7 @@ def test_swap_cost_is_zero_without_order_and_matches_a_hand_swap() -> None:
 
 
 def test_swap_cost_names_a_bad_argument() -> None:
-    from posenc_lib.evaluate import swap_cost
+    from posenc_lib.training.evaluate import swap_cost
 
     model = TransformerLM(ModelConfig(position="none", d_model=32, num_layers=1, num_heads=2))
     x = torch.randint(0, 256, (2, 8))

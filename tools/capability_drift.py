@@ -10,7 +10,7 @@ cache under the capability that trained it, then compare:
     ATEN_CPU_CAPABILITY=default python tools/capability_drift.py measure CACHE_B b.json
     python tools/capability_drift.py compare a.json b.json
 
-``measure`` reads every model in a cache (``posenc_lib.cache``), and records, at full
+``measure`` reads every model in a cache (``posenc_lib.training.store``), and records, at full
 precision: the last training loss, the mean training loss over the last 10 % of steps and,
 for plainly trained models (not fine-tunes), the validation perplexity at L_train and at
 16 L_train (non-overlapping windows over the first 16 384 bytes). ``compare`` prints, for the

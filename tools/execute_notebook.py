@@ -75,7 +75,7 @@ def _dirty() -> bool | None:
 
 
 def _torch_facts() -> dict:
-    code = ("import json, torch; from posenc_lib.device import pick_device, device_name; "
+    code = ("import json, torch; from posenc_lib.training.device import pick_device, device_name; "
             "print(json.dumps({'torch': torch.__version__, 'torch_threads': torch.get_num_threads(), "
             "'device': device_name(pick_device())}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -7,7 +7,7 @@ Run from the repository root, one thread, CPU:
         python results/ci-nope-budget/make_runs.py
 
 Each run trains through posenc_lib.train_cached (so chapter 08 loads the same models from
-the cache), is evaluated by posenc_lib.experiments.run_one at L = 128 ... 2048 with both
+the cache), is evaluated by posenc_lib.tasks.sweep.run_one at L = 128 ... 2048 with both
 protocols over the chapter's 65 536 test bytes, and gets an "extra" block with chapter
 08's two measurements of where the loss comes from: the mean loss over ranges of
 positions t (per_position_nll) and the cost of swapping the two bytes before t.
@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from posenc_lib import get_scale, load_corpus, sample_batch, train_cached
-from posenc_lib.evaluate import per_position_nll, swap_cost
-from posenc_lib.experiments import RunSpec, run_one, write_json_atomic
+from posenc_lib.training.evaluate import per_position_nll, swap_cost
+from posenc_lib.tasks.sweep import RunSpec, run_one, write_json_atomic
 
 OUT = Path(__file__).resolve().parent
 CI = get_scale("ci")

@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 
 from posenc_lib import FineTuneConfig, TransformerLM, get_scale, load_corpus, with_rope_scaling
-from posenc_lib.cache import passkey_mix_cache_key, passkey_mix_cached
-from posenc_lib.evaluate import evaluate_perplexity
-from posenc_lib.experiments import provenance, write_json_atomic
-from posenc_lib.long_context import method_scaling
-from posenc_lib.data import sample_batch
-from posenc_lib.retrieval import (
+from posenc_lib.training.store import passkey_mix_cache_key, passkey_mix_cached
+from posenc_lib.training.evaluate import evaluate_perplexity
+from posenc_lib.tasks.sweep import provenance, write_json_atomic
+from posenc_lib.pretrained.long_context import method_scaling
+from posenc_lib.training.data import sample_batch
+from posenc_lib.tasks.retrieval import (
     MARKED_TEMPLATE,
     PasskeyMixConfig,
     _weighted_step,
@@ -36,7 +36,7 @@ from posenc_lib.retrieval import (
     passkey_training_windows,
     repeat_training_windows,
 )
-from posenc_lib.train import _optimizer, learning_rate
+from posenc_lib.training.train import _optimizer, learning_rate
 
 OUT = Path(__file__).resolve().parent
 CI = get_scale("ci")

@@ -17,7 +17,7 @@ import time
 import torch
 
 from posenc_lib import get_scale, load_corpus
-from posenc_lib.retrieval import (
+from posenc_lib.tasks.retrieval import (
     MARKED_TEMPLATE,
     PasskeyMixConfig,
     PasskeyTemplate,

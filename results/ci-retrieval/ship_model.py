@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 
 from posenc_lib import get_scale
-from posenc_lib.cache import passkey_mix_cache_key, passkey_mix_cached
-from posenc_lib.experiments import provenance
-from posenc_lib.retrieval import MARKED_TEMPLATE, PasskeyMixConfig
+from posenc_lib.training.store import passkey_mix_cache_key, passkey_mix_cached
+from posenc_lib.tasks.sweep import provenance
+from posenc_lib.tasks.retrieval import MARKED_TEMPLATE, PasskeyMixConfig
 
 MODELS = Path(__file__).resolve().parent / "models"
 NAME = "rope-marked-mix0.25-rep0.25-w1-steps1800-seed0"

@@ -40,8 +40,8 @@ from posenc_lib import (
     train_cached,
     with_rope_scaling,
 )
-from posenc_lib.experiments import provenance, write_json_atomic
-from posenc_lib.long_context import method_scaling
+from posenc_lib.tasks.sweep import provenance, write_json_atomic
+from posenc_lib.pretrained.long_context import method_scaling
 
 OUT = Path(__file__).resolve().parent
 CI = dataclasses.replace(get_scale("ci"), name="ci-4layers", num_layers=4)

@@ -2,7 +2,7 @@
 
 One forward pass per window (float32, CPU): a 5-digit key hidden at a depth of natural
 filler text (*Persuasion*), then a question; the key counts as retrieved iff greedy
-decoding returns its five digits (:func:`posenc_lib.passkey_runs.score_passkey_lm`).
+decoding returns its five digits (:func:`posenc_lib.pretrained.passkey.score_passkey_lm`).
 The methods are chapter 11's, at its settings (``method_scaling``): no scaling; PI,
 YaRN and Llama 3 with κ = 2 over L0 = 8192 at every length; dynamic NTK with
 ``factor`` 1, whose stretch is max(1, L/8192) for a window of L tokens (2 at 16 384).
@@ -33,12 +33,12 @@ from pathlib import Path
 
 import torch
 
-from posenc_lib.data import read_austen_book
+from posenc_lib.training.data import read_austen_book
 from posenc_lib.encodings.rope import RotaryEmbedding
-from posenc_lib.experiments import _git_commit, write_json_atomic
-from posenc_lib.long_context import METHODS, method_scaling
-from posenc_lib.passkey_runs import score_passkey_lm
-from posenc_lib.pretrained import (
+from posenc_lib.tasks.sweep import _git_commit, write_json_atomic
+from posenc_lib.pretrained.long_context import METHODS, method_scaling
+from posenc_lib.pretrained.passkey import score_passkey_lm
+from posenc_lib.pretrained.loading import (
     SMOLLM2,
     load_pretrained,
     model_file,
@@ -46,7 +46,7 @@ from posenc_lib.pretrained import (
     sha256_of,
     use_posenc_rope,
 )
-from posenc_lib.retrieval import PasskeyTemplate, sample_passkeys
+from posenc_lib.tasks.retrieval import PasskeyTemplate, sample_passkeys
 
 OUT = Path(__file__).resolve().parent / "smollm2-passkey.json"
 L0 = SMOLLM2.context_length  # 8192
@@ -118,9 +118,9 @@ def config() -> dict:
         "template": {"needle": TEMPLATE.needle, "question": TEMPLATE.question,
                      "answer": TEMPLATE.answer},
         "digits": DIGITS,
-        "filler_source": f"posenc_lib.data.read_austen_book({BOOK!r}), SmolLM2's "
+        "filler_source": f"posenc_lib.training.data.read_austen_book({BOOK!r}), SmolLM2's "
                          "tokens, a seeded random offset per window "
-                         f"(posenc_lib.retrieval.sample_passkeys, seed={SEED})",
+                         f"(posenc_lib.tasks.retrieval.sample_passkeys, seed={SEED})",
         "depths": list(DEPTHS),
         "lengths": list(LENGTHS),
         "keys_per_cell": KEYS_PER_CELL,

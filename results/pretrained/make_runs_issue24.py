@@ -1,7 +1,7 @@
 """The SmolLM2 runs added for issue 24 (chapter 11), one after another on 2 threads.
 
-Each job is what ``python -m posenc_lib.long_context run`` does for one (text, κ, out),
-through the same library call (:func:`posenc_lib.long_context.run_long_context`),
+Each job is what ``python -m posenc_lib.pretrained.long_context run`` does for one (text, κ, out),
+through the same library call (:func:`posenc_lib.pretrained.long_context.run_long_context`),
 except that the model is loaded once and reused by every job (the command line loads
 it once per call), and each job's provenance keeps the commit and clean/dirty state
 taken when this script started: the library code that runs is the code imported then.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-import posenc_lib.long_context as lc
+import posenc_lib.pretrained.long_context as lc
 
 OUT = Path(__file__).resolve().parent
 JOBS = [

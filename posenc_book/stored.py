@@ -1,0 +1,123 @@
+"""Stored results of larger runs (``results/NAME/*.json``), read the same way everywhere.
+
+Sweeps too slow to run live in a notebook are run once with ``python -m posenc_lib.tasks.sweep``
+and committed under ``results/NAME`` with their provenance. Chapters show them through
+:func:`load_stored_results`, labelled as stored, never as if they had been computed live.
+
+Where they are found: in a clone of the repository, ``results/`` next to the package; where
+posenc_lib was installed from a wheel (Colab, ``pip install git+…``), the same files inside
+the package, ``posenc_book/results/`` (pyproject.toml ships ``results/`` as package data).
+
+This module imports neither torch nor the rest of posenc_lib: the book's Sphinx extension
+(``book/_ext/``) reads the stored results with it, and the website is built without torch
+(``requirements-book.txt``). :mod:`posenc_lib.tasks.sweep` re-exports :func:`load_results`,
+:func:`summarize` and :func:`provenance_label`.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from posenc_book.schemes import SCHEMES
+
+
+REPOSITORY_RESULTS = Path(__file__).resolve().parents[1] / "results"
+"""``results/`` of the checkout that holds this package (present in a git clone)."""
+
+PACKAGE_RESULTS = Path(__file__).resolve().parent / "results"
+"""The same files as package data, where posenc_lib was installed from a wheel."""
+
+
+def stored_results_dir(name: str) -> Path:
+    """The folder of stored results called ``name`` (e.g. ``"book"``).
+
+    A clone's ``results/NAME`` comes first; else the copy installed with the package.
+
+    Raises:
+        ValueError: for a name that is empty or contains a path separator.
+        FileNotFoundError: if no such folder exists, with what to do about it.
+    """
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"name must be a plain folder name such as 'book', got name={name!r}")
+    places = (REPOSITORY_RESULTS / name, PACKAGE_RESULTS / name)
+    for directory in places:
+        if directory.is_dir():
+            return directory
+    raise FileNotFoundError(
+        f"no stored results {name!r} at {places[0]} (a clone of the book's repository) or "
+        f"{places[1]} (an installed wheel of posenc_lib, which carries results/ as package "
+        f"data): install posenc_lib at the book's version, or produce them with "
+        f"`python -m posenc_lib.tasks.sweep sweep --config {name} --out results/{name}`"
+    )
+
+
+def load_stored_results(name: str) -> list[dict]:
+    """Every run result stored under ``results/NAME`` (one dict per JSON file, sorted by name).
+
+    Raises:
+        ValueError, FileNotFoundError: as :func:`stored_results_dir`.
+    """
+    return load_results(stored_results_dir(name))
+
+
+def load_results(out: Path | str) -> list[dict]:
+    """Every result file in ``out`` (sorted by name), ignoring unfinished temporary files.
+
+    Raises:
+        FileNotFoundError: if ``out`` does not exist.
+    """
+    out = Path(out)
+    if not out.is_dir():
+        raise FileNotFoundError(f"no results directory {out}")
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+
+
+def summarize(results: Iterable[dict]) -> dict[str, dict[str, dict[int, tuple[float, float, int]]]]:
+    """Mean and standard deviation of perplexity over seeds.
+
+    Returns:
+        ``{protocol: {scheme: {L: (mean, std, n)}}}``; std is the sample standard deviation
+        (n − 1 in the denominator; 0.0 when n = 1); lengths a model cannot read are left out.
+    """
+    values: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for result in results:
+        scheme = result["run"]["scheme"]
+        for e in result["evaluations"]:
+            if e["perplexity"] is None:
+                continue
+            values.setdefault(e["protocol"], {}).setdefault(scheme, {}).setdefault(e["eval_length"], []).append(e["perplexity"])
+    order = {s: i for i, s in enumerate(SCHEMES)}
+    return {
+        protocol: {
+            scheme: {L: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for L, v in sorted(by_length.items())}
+            for scheme, by_length in sorted(by_scheme.items(), key=lambda kv: order.get(kv[0], len(order)))
+        }
+        for protocol, by_scheme in values.items()
+    }
+
+
+def provenance_label(results: Sequence[dict]) -> str:
+    """One line saying where stored results came from: runs, scale, device, torch, dtype, commit,
+    dates (UTC), e.g. ``"18 runs of scale book on cpu, torch 2.13.0+cpu, float32, commit 1c74c9d, 2026-11-30"``.
+
+    Raises:
+        ValueError: for an empty list.
+    """
+    if not results:
+        raise ValueError("provenance_label needs at least one result")
+
+    def joined(values: Iterable) -> str:
+        return "/".join(sorted({str(v) for v in values}))
+
+    prov = [r["provenance"] for r in results]
+    dates = sorted(p["date_utc"][:10] for p in prov)
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    dirty = " (with uncommitted changes)" if any(p["git_dirty"] for p in prov) else ""
+    return (
+        f"{len(results)} run{'s' if len(results) != 1 else ''} of scale {joined(r['run']['scale']['name'] for r in results)} on {joined(p['device'] for p in prov)}, "
+        f"torch {joined(p['torch_version'] for p in prov)}, {joined(r['timing']['dtype'] for r in results)}, "
+        f"commit {joined(str(p['git_commit'])[:7] for p in prov)}{dirty}, {when}"
+    )

@@ -1,0 +1,199 @@
+"""One table style for the whole book: how a pandas DataFrame looks on the page.
+
+pandas' own HTML puts the index names in a second header row of empty cells, right-aligns
+every header and cell (prose too), and adds a ``<style>`` block to every table. The book's
+tables instead have one header row (the index names head the index columns, the columns'
+own name, e.g. ``L (bytes)``, heads the row above the values when there is one), numbers
+right-aligned with tabular figures, text left-aligned, and no inline style: the site's
+stylesheet (``_static/book.css``, class ``book-table``) draws them.
+
+:func:`use_book_tables` makes this the HTML of every DataFrame a notebook displays (it is
+called by :func:`posenc_book.plotting.use_book_style`); the plain-text form, which is what a
+terminal and nbval's ``text/plain`` comparison see, is pandas' own and unchanged.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pandas as pd
+from pandas.io.formats.format import format_array
+
+NUMERIC = re.compile(
+    r"^\s*[-+−]?(\d[\d,  ]*(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*(%|×)?"
+    r"(\s*(±|–|…|\.\.\.)\s*[-+−]?(\d[\d,  ]*(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*(%|×)?)?\s*$"
+    r"|^\s*[<>≤≥]\s*\S+\s*$|^\s*[—–-]\s*$|^\s*(nan|inf|-inf)\s*$"
+)
+"""A cell that reads as a number: ``7.02``, ``11.47 ± 0.06``, ``1.2e-05``, ``×1.46``-free
+forms like ``1.46×``, ``< 1e-5``, a dash for "not measured", ``nan``."""
+
+
+class Link(str):
+    """A table cell that links somewhere: its text, and ``href`` (a page, or ``#anchor``).
+
+    It is a ``str``, so pandas' plain text shows the text alone; :func:`table_html` draws
+    it as ``<a href="…">text</a>``.
+
+    Raises:
+        ValueError: if ``href`` is empty.
+    """
+
+    href: str
+
+    def __new__(cls, text: str, href: str) -> "Link":
+        if not href:
+            raise ValueError("Link: href must name a page or an #anchor, got ''")
+        link = super().__new__(cls, text)
+        link.href = href
+        return link
+
+
+def _is_numeric_column(values: pd.Series) -> bool:
+    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        return True
+    texts = [str(v) for v in values if not (isinstance(v, float) and pd.isna(v))]
+    return bool(texts) and all(NUMERIC.match(t) for t in texts)
+
+
+SUBSCRIPT = re.compile(
+    r"(?<![A-Za-z0-9_])([A-Za-zθωρτκλμσ])_(train|model|\d+|[A-Za-z](?![A-Za-z0-9])|\([^()<>]*\))"
+)
+"""``L_train``, ``d_model``, ``θ_i``, ``m_1``, ``R_(t−s)``: a one-letter symbol and its
+subscript, as the book's notation writes them (``rope_scaling`` is left alone)."""
+
+SUPERSCRIPT = re.compile(r"(?<=[A-Za-z0-9)\]])\^(\{[^{}<>]*\}|\([^()<>]*\)|[−+-]?[A-Za-z0-9.]+)")
+"""``2^-4``, ``2^23``, ``c^t``, ``c^(−s)``, ``e^{irθ}``: an exponent after a symbol."""
+
+
+def notation_html(text: str) -> str:
+    """Escaped ``text`` with the book's plain-text notation set as sub- and superscripts.
+
+    Tables keep plain text in their ``text/plain`` form (a terminal, nbval); on the page
+    ``L_train`` reads as L<sub>train</sub> and ``2^-4`` as 2<sup>-4</sup>, like the
+    typeset math in the prose around them.
+    """
+    escaped = html.escape(text)
+    escaped = SUBSCRIPT.sub(lambda m: f"{m.group(1)}<sub>{_unwrap(m.group(2))}</sub>", escaped)
+    return SUPERSCRIPT.sub(lambda m: f"<sup>{_unwrap(m.group(1))}</sup>", escaped)
+
+
+def _unwrap(part: str) -> str:
+    if len(part) > 1 and part[0] + part[-1] in ("{}", "()"):
+        return part[1:-1]
+    return part
+
+
+def _cell(tag: str, text: object, css: str | None = None, span: int = 1) -> str:
+    attributes = f' class="{css}"' if css else ""
+    if span > 1:
+        attributes += f' rowspan="{span}"'
+    inner = notation_html(_text(text))
+    if isinstance(text, Link):
+        inner = f'<a class="reference internal" href="{html.escape(text.href)}">{inner}</a>'
+    return f"<{tag}{attributes}>{inner}</{tag}>"
+
+
+def _text(value: object) -> str:
+    if isinstance(value, float) and pd.isna(value):
+        return ""
+    return str(value)
+
+
+def _formatted(values) -> list:
+    """The cells of one column (or index level) as pandas' own HTML shows them: floats at
+    ``display.precision`` significant digits with a common number of decimals, so a float32
+    value never prints its binary expansion. :class:`Link` values are kept as they are."""
+    values = pd.Series(values)
+    shown = [text.strip() for text in format_array(values._values, None)]
+    return [value if isinstance(value, Link) else text
+            for value, text in zip(values, shown)]
+
+
+def table_html(frame: pd.DataFrame) -> str:
+    """The book's HTML for ``frame``: one header row, numbers right, text left.
+
+    Args:
+        frame: any DataFrame with single-level columns (a MultiIndex of rows is drawn with
+            each index level in its own column, a repeated label shown once per run of
+            equal values). Values are formatted as ``str(value)`` (format the numbers before,
+            as the chapters do, to the precision the prose uses); a :class:`Link` value or
+            index label is drawn as a link.
+
+    Returns:
+        A ``<table class="book-table">`` element as a string; deterministic (no random ids),
+        so nbval can compare it.
+
+    Raises:
+        ValueError: if ``frame.columns`` is a MultiIndex (flatten it first, e.g.
+            ``frame.columns = [" ".join(map(str, c)) for c in frame.columns]``).
+    """
+    if isinstance(frame.columns, pd.MultiIndex):
+        raise ValueError(
+            "table_html: frame.columns is a MultiIndex; flatten it to one level first"
+        )
+    index = frame.index
+    index_names = [("" if n is None else str(n)) for n in index.names]
+    show_index = not (
+        isinstance(index, pd.RangeIndex) and index.name is None
+    )
+    numeric = [_is_numeric_column(frame.iloc[:, j]) for j in range(frame.shape[1])]
+    align = ["num" if flag else "text" for flag in numeric]
+    columns = [_formatted(frame.iloc[:, j]) for j in range(frame.shape[1])]
+    levels = [_formatted(index.get_level_values(k)) for k in range(index.nlevels)]
+
+    rows = ['<table class="book-table">', "<thead>"]
+    if frame.columns.name:
+        spanned = len(index_names) if show_index else 0
+        rows.append(
+            "<tr>" + "".join(_cell("th", "") for _ in range(spanned))
+            + f'<th class="columns-name" colspan="{frame.shape[1]}">'
+            f"{html.escape(str(frame.columns.name))}</th></tr>"
+        )
+    header = [_cell("th", name, "index") for name in index_names] if show_index else []
+    header += [_cell("th", column, css) for column, css in zip(frame.columns, align)]
+    rows += ["<tr>" + "".join(header) + "</tr>", "</thead>", "<tbody>"]
+
+    labels = list(zip(*levels)) if len(index) else []
+    rows_of_values = list(zip(*columns)) if columns else [() for _ in range(len(index))]
+    for i, (label, values) in enumerate(zip(labels, rows_of_values)):
+        cells = []
+        if show_index:
+            for level, value in enumerate(label):
+                first_of_run = i == 0 or labels[i - 1][: level + 1] != label[: level + 1]
+                if first_of_run:
+                    span = 1
+                    while (i + span < len(labels)
+                           and labels[i + span][: level + 1] == label[: level + 1]):
+                        span += 1
+                    cells.append(_cell("th", value, "index", span))
+        cells += [_cell("td", value, css) for value, css in zip(values, align)]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    rows += ["</tbody>", "</table>"]
+    return "\n".join(rows)
+
+
+def use_book_tables() -> bool:
+    """Draw every DataFrame this IPython kernel displays with :func:`table_html`.
+
+    Returns:
+        True if an IPython kernel was found and the formatter registered; False outside
+        IPython (a plain Python script), where nothing changes.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with Jupyter
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    formatter = shell.display_formatter.formatters["text/html"]
+    formatter.for_type(pd.DataFrame, _html_or_none)
+    return True
+
+
+def _html_or_none(frame: pd.DataFrame) -> str | None:
+    # Column MultiIndexes keep pandas' own HTML.
+    if isinstance(frame.columns, pd.MultiIndex):
+        return frame._repr_html_()
+    return table_html(frame)

@@ -1,0 +1,625 @@
+"""What a code path costs: time, peak memory, and the bytes it must move.
+
+Two kinds of numbers come out of this module, and the book treats them differently:
+
+* **Measurements** (:func:`measure`, :func:`compare`, :func:`peak_memory_bytes`): wall
+  time and peak memory of real calls. They depend on the machine, its load and the
+  allocator, so the book shows them as stored results labelled with where and when they
+  ran, or as live output that is not checked — never in an assertion.
+* **Counts** (:func:`memory_traffic`, :func:`rope_bytes`, :func:`attention_bias_bytes`):
+  which PyTorch operations a call runs, the tensors it allocates, and the bytes it reads
+  and writes, from the shapes alone. They are the same on every machine, so tests and
+  chapters assert them.
+
+Peak memory is what a call adds on top of what was held before it:
+
+* CUDA: :func:`torch.cuda.max_memory_allocated` after resetting the peak (bytes held by
+  PyTorch's caching allocator in tensors).
+* CPU (Linux): the process's peak resident set size (``VmHWM`` in
+  ``/proc/self/status``), reset through ``/proc/self/clear_refs`` before the call, minus
+  the resident size before it. Large tensors are allocated with ``mmap`` and returned to
+  the system when freed, so this follows PyTorch's large allocations; it misses small
+  ones that reuse freed memory and sees anything else the process does meanwhile.
+* Anywhere else (Apple's MPS, a CPU without Linux's ``/proc``): not measured, ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_bytes(field_name: str) -> int:
+    """A memory field of ``/proc/self/status`` (reported in kB), in bytes."""
+    for line in _STATUS.read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field_name} not found in {_STATUS}")
+
+
+def _reset_peak_rss() -> None:
+    _CLEAR_REFS.write_text("5")  # "5" resets the peak RSS (VmHWM) to the current RSS
+
+
+def _cpu_peak_measurable() -> bool:
+    return _STATUS.exists() and _CLEAR_REFS.exists()
+
+
+def peak_memory_bytes(
+    fn: Callable[[], object], device: torch.device | str = "cpu"
+) -> int | None:
+    """Run ``fn()`` once and return the peak memory it added, in bytes (≥ 0), or None.
+
+    Args:
+        fn: the call to measure; its result is dropped before returning.
+        device: where ``fn`` allocates: ``"cpu"``, a CUDA device, or any other device.
+
+    Returns:
+        Bytes (int ≥ 0) on CUDA (allocator counters) and on a Linux CPU (peak resident
+        set size, see the module docstring); ``None`` where there is no counter to read:
+        Apple's MPS, other device types, a CPU without ``/proc`` (macOS, Windows).
+        ``fn`` still runs once in every case.
+
+    Example:
+        >>> peak_memory_bytes(lambda: None, "meta") is None
+        True
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return max(0, torch.cuda.max_memory_allocated(device) - before)
+    if device.type != "cpu" or not _cpu_peak_measurable():
+        fn()
+        return None
+    _reset_peak_rss()
+    before = _status_bytes("VmRSS")
+    fn()
+    return max(0, _status_bytes("VmHWM") - before)
+
+
+def _synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so that a clock read after it includes that work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One call's cost: medians over the repeats of its wall time and of the CPU time
+    the process spent in it (all threads; on a busy machine it varies less than the wall
+    time), both in seconds, and the peak memory it added in bytes (None where not
+    measured)."""
+
+    seconds: float
+    cpu_seconds: float
+    peak_bytes: int | None
+
+
+def measure(
+    fn: Callable[[], object],
+    device: torch.device | str = "cpu",
+    *,
+    repeats: int = 3,
+    warmup: int = 1,
+    memory: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+    cpu_clock: Callable[[], float] = time.process_time,
+) -> Measurement:
+    """Time ``fn`` (medians of ``repeats`` runs after ``warmup`` runs) and measure its
+    peak memory.
+
+    Wall time depends on the machine and on whatever else runs on it; CPU time less so.
+
+    Args:
+        fn: the call to measure.
+        device: where it runs (GPU work is synchronised before each clock read).
+        repeats: timed runs (≥ 1); warmup: untimed runs before them (≥ 0).
+        memory: also run ``fn`` once more under :func:`peak_memory_bytes`.
+        clock, cpu_clock: the wall and CPU clocks in seconds (replaceable for tests).
+
+    Returns:
+        A :class:`Measurement`.
+
+    Raises:
+        ValueError: if ``repeats`` < 1 or ``warmup`` < 0.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(
+            f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}"
+        )
+    device = torch.device(device)
+    for _ in range(warmup):
+        fn()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        _synchronize(device)
+        start, start_cpu = clock(), cpu_clock()
+        fn()
+        _synchronize(device)
+        wall.append(clock() - start)
+        cpu.append(cpu_clock() - start_cpu)
+    peak = peak_memory_bytes(fn, device) if memory else None
+    return Measurement(statistics.median(wall), statistics.median(cpu), peak)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall times of one variant in a :func:`compare` run, in seconds.
+
+    Attributes:
+        samples: every timed run, in the order they ran.
+        median, low, high: the median and the first and third quartiles of ``samples``
+            (the spread a table reports next to the median).
+        cpu_median: the median CPU time of the process over the same runs (all threads;
+            less disturbed than wall time by other jobs waiting for the same cores), or
+            None when no CPU clock was read.
+    """
+
+    samples: tuple[float, ...]
+    median: float
+    low: float
+    high: float
+    cpu_median: float | None = None
+
+    @classmethod
+    def of(cls, samples: list[float], cpu_samples: list[float] | None = None) -> Timing:
+        ordered = sorted(samples)
+        if len(ordered) >= 2:
+            low, _, high = statistics.quantiles(ordered, n=4, method="inclusive")
+        else:
+            low = high = ordered[0]
+        cpu = statistics.median(cpu_samples) if cpu_samples else None
+        return cls(tuple(samples), statistics.median(ordered), low, high, cpu)
+
+
+def compare(
+    variants: Mapping[str, Callable[[], object]],
+    device: torch.device | str = "cpu",
+    *,
+    repeats: int = 7,
+    warmup: int = 2,
+    clock: Callable[[], float] = time.perf_counter,
+    cpu_clock: Callable[[], float] | None = time.process_time,
+) -> dict[str, Timing]:
+    """Time several variants side by side: interleaved repeats, medians and quartiles.
+
+    Each round runs every variant once, starting one place later than the round before
+    (rounds 0, 1, 2 of variants A, B, C run ABC, BCA, CAB), so a slow spell of a shared
+    machine hits all variants alike and no variant always runs first or last. Ratios
+    between variants of one call hold much better than absolute times.
+
+    Args:
+        variants: name → a call with no arguments.
+        device: where they run (GPU work is synchronised before each clock read).
+        repeats: timed rounds (≥ 1); warmup: untimed rounds before them (≥ 0).
+        clock: the wall clock in seconds (replaceable for tests).
+        cpu_clock: the process's CPU clock in seconds, or None to read none.
+
+    Returns:
+        name → :class:`Timing`, in the order of ``variants``.
+
+    Raises:
+        ValueError: for no variants, ``repeats`` < 1 or ``warmup`` < 0.
+
+    Example:
+        >>> ticks = iter(range(100))
+        >>> timings = compare({"a": lambda: None}, repeats=3, warmup=0,
+        ...                   clock=lambda: next(ticks), cpu_clock=None)
+        >>> timings["a"].samples
+        (1, 1, 1)
+    """
+    if not variants:
+        raise ValueError("variants must name at least one call")
+    if repeats < 1 or warmup < 0:
+        raise ValueError(
+            f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}"
+        )
+    device = torch.device(device)
+    names = list(variants)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    cpu_samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(warmup + repeats):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            _synchronize(device)
+            start, start_cpu = clock(), cpu_clock() if cpu_clock else 0.0
+            variants[name]()
+            _synchronize(device)
+            elapsed = clock() - start
+            elapsed_cpu = cpu_clock() - start_cpu if cpu_clock else 0.0
+            if round_index >= warmup:
+                samples[name].append(elapsed)
+                cpu_samples[name].append(elapsed_cpu)
+    return {
+        name: Timing.of(samples[name], cpu_samples[name] if cpu_clock else None)
+        for name in names
+    }
+
+
+# ------------------------------------------------------------------------------------
+# Counts: deterministic, from shapes and the operations PyTorch runs
+
+
+def unique_bytes(tensor: Tensor) -> int:
+    """Bytes of the distinct elements a tensor holds: a broadcast (stride-0) dimension
+    is stored once, so ``cos[None].expand(32, -1, -1)`` counts as one ``cos``."""
+    elements = math.prod(n for n, st in zip(tensor.shape, tensor.stride()) if st != 0)
+    return elements * tensor.element_size()
+
+
+@dataclass
+class Traffic:
+    """What a call did, operation by operation, as counted by :func:`memory_traffic`.
+
+    Attributes:
+        operations: how often each ATen operation ran (views, which move no data, are
+            left out), e.g. ``{"mul": 2, "addcmul_": 2, "empty": 1}``.
+        bytes_read: bytes of the tensor inputs of every operation (a broadcast input
+            counted once, see :func:`unique_bytes`).
+        bytes_written: bytes of every operation's outputs, new or written in place.
+        bytes_allocated: bytes of the new tensors the call created.
+        allocations: how many new tensors it created.
+    """
+
+    operations: Counter = field(default_factory=Counter)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    bytes_allocated: int = 0
+    allocations: int = 0
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes read plus bytes written: the traffic if no operation found its inputs
+        in a cache (a model, but the right one for tensors larger than the caches)."""
+        return self.bytes_read + self.bytes_written
+
+
+_ALLOCATE_ONLY = (
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+)
+
+
+class _TrafficMode(TorchDispatchMode):
+    """Sees every ATen operation below autograd and adds up what it reads and writes."""
+
+    def __init__(self, traffic: Traffic) -> None:
+        super().__init__()
+        self.traffic = traffic
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if func.is_view:
+            return result
+        name = func.overloadpacket.__name__
+        traffic = self.traffic
+        traffic.operations[name] += 1
+        schema = func._schema
+        write_only = {  # out= arguments: written, not read
+            a.name
+            for a in schema.arguments
+            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+        }
+        if name not in _ALLOCATE_ONLY:
+            for value in args:
+                traffic.bytes_read += _tensor_bytes(value)
+            for key, value in kwargs.items():
+                if key not in write_only:
+                    traffic.bytes_read += _tensor_bytes(value)
+        outputs, _ = tree_flatten(result)
+        returns = list(schema.returns) + [None] * (len(outputs) - len(schema.returns))
+        for value, returned in zip(outputs, returns):
+            if not isinstance(value, Tensor):
+                continue
+            in_place = returned is not None and returned.alias_info is not None
+            if not in_place:
+                traffic.allocations += 1
+                traffic.bytes_allocated += unique_bytes(value)
+            if name not in _ALLOCATE_ONLY:
+                traffic.bytes_written += unique_bytes(value)
+        return result
+
+
+def _tensor_bytes(value: object) -> int:
+    tensors, _ = tree_flatten(value)
+    return sum(unique_bytes(t) for t in tensors if isinstance(t, Tensor))
+
+
+def memory_traffic(fn: Callable[[], object]) -> Traffic:
+    """Run ``fn()`` once and count its operations, allocations and bytes read and
+    written.
+
+    Every ATen operation that runs below autograd is seen (a fused kernel such as SDPA's
+    is one operation: what it keeps in registers or cache is not counted). The counts
+    depend only on the code path and the shapes, never on the machine's speed or load,
+    so they can be asserted. It is a model of memory traffic: each operation reads its
+    tensor inputs and writes its outputs once, as if nothing stayed in cache between
+    operations.
+
+    Args:
+        fn: the call to count (runs once, eagerly). It must not use higher-order
+            operators (FlexAttention, ``torch.compile``d code): PyTorch raises
+            ``NotImplementedError`` for those inside a dispatch mode.
+
+    Returns:
+        A :class:`Traffic`.
+
+    Example:
+        >>> x = torch.ones(1024)
+        >>> t = memory_traffic(lambda: x * 2)
+        >>> t.operations["mul"], t.bytes_read, t.bytes_written, t.bytes_allocated
+        (1, 4096, 4096, 4096)
+    """
+    traffic = Traffic()
+    with _TrafficMode(traffic):
+        fn()
+    return traffic
+
+
+def rope_bytes(
+    shape: tuple[int, ...], dtype: torch.dtype, table_dtype: torch.dtype = torch.float32
+) -> int:
+    """The bytes applying RoPE must move at least: read x, write the result, read
+    cos/sin.
+
+    The cos and sin tables are ``[seq, head_dim/2]`` each, shared by batch and heads.
+
+    Args:
+        shape: x's shape ``[..., seq, head_dim]``.
+        dtype: x's dtype (the result has the same).
+        table_dtype: the dtype of the cos/sin tables (the library keeps float32).
+
+    Returns:
+        2 · numel(x) · itemsize(dtype) + 2 · seq · head_dim/2 · itemsize(table_dtype).
+
+    Raises:
+        ValueError: for a shape of fewer than 2 dimensions.
+
+    Example:
+        >>> rope_bytes((1, 32, 4096, 128), torch.float32) / 2**20
+        130.0
+    """
+    if len(shape) < 2:
+        raise ValueError(
+            f"shape must be [..., seq, head_dim], got shape={tuple(shape)}"
+        )
+    seq, head_dim = shape[-2], shape[-1]
+    x_bytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+    table = seq * head_dim // 2 * torch.empty(0, dtype=table_dtype).element_size()
+    return 2 * x_bytes + 2 * table
+
+
+def attention_bias_bytes(
+    heads: int,
+    q_len: int,
+    k_len: int,
+    dtype: torch.dtype = torch.float32,
+    batch: int = 1,
+) -> int:
+    """Bytes of an additive attention bias ``[batch, heads, q_len, k_len]`` held as a
+    tensor.
+
+    This is what ALiBi or T5's bias costs when it is handed to an attention kernel as a
+    mask (quadratic in the length); a kernel that computes it inside (FlexAttention's
+    ``score_mod``) holds none of it.
+
+    Raises:
+        ValueError: for a size below 1.
+
+    Example:
+        >>> attention_bias_bytes(4, 4096, 4096) / 2**20
+        256.0
+    """
+    if min(heads, q_len, k_len, batch) < 1:
+        raise ValueError(
+            f"sizes must be >= 1, got batch={batch}, heads={heads}, q_len={q_len}, "
+            f"k_len={k_len}"
+        )
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    return batch * heads * q_len * k_len * itemsize
+
+
+# ------------------------------------------------------------------------------------
+# Other ways to write RoPE, to compare the library's kernel with
+
+
+def rope_rotate_half_naive(x: Tensor, cos_full: Tensor, sin_full: Tensor) -> Tensor:
+    """RoPE as many tutorials write it: ``x · cos + rotate_half(x) · sin``.
+
+    ``rotate_half(x) = cat(−x₂, x₁)`` for the halves x₁, x₂ of the last dimension; cos
+    and sin are stored full width (each angle twice), as in Hugging Face's Llama. Equal
+    to :func:`~posenc_lib.encodings.rope.apply_rope` (rotate-half convention) up to
+    rounding, but it creates five temporaries: the negation, the concatenation, two
+    products, the sum.
+
+    Args:
+        x: ``[..., seq, d]``, float.
+        cos_full, sin_full: ``[seq, d]`` (``cat(cos, cos)``), broadcastable against x.
+
+    Returns:
+        Tensor with x's shape; float arithmetic in the promoted dtype of x and the
+        tables.
+    """
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos_full + rotated * sin_full
+
+
+def rope_complex(x: Tensor, rotations: Tensor) -> Tensor:
+    """RoPE as a complex multiplication (Su et al. 2021, eq. 34; Meta's Llama code).
+
+    Adjacent pairs (2i, 2i+1) of x are read as complex numbers x_{2i} + i·x_{2i+1} and
+    multiplied by e^{i p θ_i}: one elementwise product, one read of x and one write.
+    This is the *interleaved* convention: it equals ``apply_rope(x, positions,
+    interleaved=True)``.
+
+    Args:
+        x: ``[..., seq, d]``, float32 or float64, with a contiguous last dimension.
+        rotations: complex ``[seq, d/2]`` (``torch.polar(ones, angles)``).
+
+    Returns:
+        Tensor with x's shape and dtype.
+    """
+    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # (..., seq, d/2) complex
+    rotated = torch.view_as_real(pairs * rotations)  # (..., seq, d/2, 2)
+    return rotated.flatten(-2)  # (..., seq, d)
+
+
+def alibi_attention_folded_keys(
+    q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None
+) -> Tensor:
+    """Causal ALiBi through SDPA's plain causal kernel: the bias moved into the dot
+    product.
+
+    Under a causal mask, −m_h (t − s) and +m_h s give the same attention: they differ by
+    −m_h t, a constant in each query's row, and a softmax ignores such constants (Press
+    et al. 2022 build their bias this way). The term m_h s is a dot product: append a 1
+    to every query and m_h s √D to every key, fix SDPA's scale at 1/√D, and the extra
+    dimension adds exactly m_h s to each score. v gets a zero column so that all head
+    widths agree (the CPU's fused kernel wants that), which is cut off afterwards. No
+    ``[H, L, L]`` tensor exists, and the kernel skips the blocks above the diagonal.
+
+    The price is precision: the key column grows to m_h s √D (2 500 for m_h = 1/4,
+    s = 2047, D = 24), and q·k is added to it in float32, so each score is rounded
+    relative to the column's size rather than its own; in bfloat16 (8 significant bits)
+    the column rounds away the differences between neighbouring keys altogether. The library does
+    not use it for that reason; the cost chapter measures both.
+
+    Args:
+        q, k, v: ``[B, H, L, D]``, the same L (self-attention).
+        slopes: ``[H]``; default :func:`~posenc_lib.encodings.alibi.alibi_slopes` (H).
+
+    Returns:
+        ``[B, H, L, D]``, q's dtype.
+
+    Raises:
+        ValueError: for q, k, v that are not 4-D with equal lengths, or slopes not
+            ``[H]``.
+    """
+    from posenc_lib.encodings.alibi import alibi_slopes
+
+    if q.dim() != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(
+            "q, k, v must be [batch, heads, seq, head_dim] with one seq, got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    batch, heads, length, head_dim = q.shape
+    slopes = alibi_slopes(heads) if slopes is None else slopes
+    if slopes.shape != (heads,):
+        raise ValueError(
+            f"slopes must be [heads={heads}], got shape {tuple(slopes.shape)}"
+        )
+    positions = torch.arange(length, device=q.device, dtype=torch.float32)
+    column = slopes.to(q.device)[:, None] * positions * math.sqrt(head_dim)  # (H, L)
+    column = column[None, :, :, None].expand(batch, heads, length, 1).to(k.dtype)
+    ones = torch.ones(batch, heads, length, 1, device=q.device, dtype=q.dtype)
+    zeros = torch.zeros(batch, heads, length, 1, device=v.device, dtype=v.dtype)
+    q1 = torch.cat([q, ones], -1)  # (B, H, L, D + 1)
+    k1 = torch.cat([k, column], -1)
+    v1 = torch.cat([v, zeros], -1)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q1, k1, v1, is_causal=True, scale=1 / math.sqrt(head_dim)
+    )  # (B, H, L, D + 1)
+    return out[..., :head_dim]
+
+
+def environment(device: torch.device | str = "cpu") -> dict:
+    """Where a measurement ran: :func:`posenc_lib.tasks.sweep.provenance` plus the CPU
+    model, the CPU count and the load average (1, 5, 15 min) when the call was made."""
+    from posenc_lib.tasks.sweep import provenance  # late: experiments imports training
+
+    info = provenance(device)
+    info["cpu_count"] = os.cpu_count()
+    info["cpu_model"] = _cpu_model()
+    info["load_average"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    return info
+
+
+def load_stored_benchmark(name: str) -> dict:
+    """A benchmark run stored as ``results/benchmarks/NAME.json`` by ``python -m
+    benchmarks``.
+
+    Args:
+        name: the file's stem, e.g. ``"rope-cpu-20261201T001500Z"``.
+
+    Returns:
+        The record: ``suite``, ``command``, ``label``, ``config``, ``environment``
+            (where and when it ran), ``load_average_end`` and ``rows`` (one dict per
+            measurement).
+
+    Raises:
+        ValueError: for a name with a path separator.
+        FileNotFoundError: if there is no such stored run.
+    """
+    from posenc_book.stored import stored_results_dir  # late: stored imports experiments
+
+    if "/" in name or "\\" in name:
+        raise ValueError(
+            f"name must be a file stem in results/benchmarks, got name={name!r}"
+        )
+    path = stored_results_dir("benchmarks") / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no stored benchmark {path}; run `python -m benchmarks`"
+        )
+    return json.loads(path.read_text())
+
+
+def benchmark_label(record: dict) -> str:
+    """One line saying where and when a stored benchmark ran, e.g. ``"rope suite, cpu
+    (AMD EPYC, 2 threads), torch 2.13.0+cpu, commit 1a2b3c4, 2026-12-01 00:15 UTC, load
+    average 16.1 → 17.9"``."""
+    env = record["environment"]
+    device = (
+        env["device"] if env["device_type"] != "cpu" else f"cpu ({env.get('cpu_model')}"
+    )
+    if env["device_type"] == "cpu":
+        device += f", {env['torch_threads']} threads)"
+    commit = str(env.get("git_commit"))[:7] + (
+        " + local changes" if env.get("git_dirty") else ""
+    )
+    load = ""
+    if env.get("load_average") and record.get("load_average_end"):
+        start, end = env["load_average"][0], record["load_average_end"][0]
+        load = f", load average {start:.1f} → {end:.1f}"
+    when = env["date_utc"][:16].replace("T", " ")
+    return (
+        f"{record['suite']} suite, {device}, torch {env['torch_version']}, "
+        f"commit {commit}, {when} UTC{load}"
+    )
+
+
+def _cpu_model() -> str | None:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    import platform
+
+    return platform.processor() or None

@@ -1,0 +1,327 @@
+"""Perplexity by position of a pretrained model over one long text, per RoPE method.
+
+One *run* scores the first N tokens of a public-domain novel in a single forward pass
+of the pretrained model (SmolLM2-135M-Instruct, trained context L0 = 8192 tokens), with
+its RoPE replaced by posenc_lib's (:func:`~posenc_lib.pretrained.loading.use_posenc_rope`) under
+one context-extension method: ``none`` (plain RoPE), ``linear`` (position
+interpolation), ``dynamic`` (NTK-aware), ``yarn`` or ``llama3``, each with a ``factor``
+(default N / L0, so that the last position maps inside the trained range). For ``linear``,
+``yarn`` and ``llama3`` the factor is the stretch κ; for ``dynamic`` it is Hugging Face's
+coefficient of the running stretch, ``factor · L / L0 − (factor − 1)`` at length L
+(:func:`~posenc_lib.encodings.rope_scaling.dynamic_ntk_base`), so factor 1 stretches by
+L / L0 itself. The loss is
+reported per block of positions (e.g. 2048 tokens): it shows where past L0 a method
+breaks down.
+
+Each method writes one JSON file, atomically, with its configuration, per-block results
+and provenance: the git commit and versions taken when the invocation started (the code
+that ran, even if the checkout moves on meanwhile), the device, dtype, wall time and
+peak memory, and when the method finished. An interrupted run resumes: methods with a
+file are skipped. A file that holds a different
+configuration is never overwritten without ``--overwrite``. Nothing in it is
+CPU-specific: on a machine with CUDA it runs there (e.g. ``--tokens 32768``).
+
+Command line::
+
+    python -m posenc_lib.pretrained.long_context run --tokens 16384 --block 2048 \\
+        --out results/pretrained/smollm2-persuasion-16384
+    python -m posenc_lib.pretrained.long_context table \\
+        --out results/pretrained/smollm2-persuasion-16384
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm  # the type of a bar
+
+from posenc_lib.training.data import read_austen_book
+from posenc_lib.training.device import pick_device
+from posenc_lib.encodings.rope_scaling import normalize_rope_scaling
+from posenc_lib.tasks.sweep import _peak_memory, provenance, write_json_atomic
+from posenc_lib.pretrained.loading import (
+    SMOLLM2,
+    block_nll,
+    load_pretrained,
+    text_tokens,
+    token_nll,
+    use_posenc_rope,
+)
+from posenc_lib.training.progress import progress_bar
+
+METHODS: tuple[str, ...] = ("none", "linear", "dynamic", "yarn", "llama3")
+"""The methods, in the book's order (``none`` is plain RoPE)."""
+
+RESULT_FORMAT = 1
+"""Version of the result-file layout."""
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def method_scaling(method: str, factor: float, original_length: int) -> dict | None:
+    """The ``rope_scaling`` dictionary of a method at ``factor``, for training length L0.
+
+    ``factor`` is the stretch κ for ``linear``, ``yarn`` and ``llama3``; for ``dynamic`` it
+    is Hugging Face's coefficient of the running stretch (see the module's docstring).
+
+    ``llama3`` uses Llama 3.1's bands (low_freq_factor 1, high_freq_factor 4); ``yarn``
+    the paper's β = 32, α = 1 (Peng et al. 2023); ``dynamic`` acts past L0 only.
+
+    Raises:
+        ValueError: for an unknown method or κ < 1.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got method={method!r}")
+    if not factor >= 1:
+        raise ValueError(f"factor must be >= 1 (a stretch of the context), "
+                         f"got factor={factor}")
+    l0 = {"original_max_position_embeddings": original_length}
+    scaling = {
+        "none": None,
+        "linear": {"rope_type": "linear", "factor": factor},
+        "dynamic": {"rope_type": "dynamic", "factor": factor, **l0},
+        "yarn": {"rope_type": "yarn", "factor": factor, "beta_fast": 32,
+                 "beta_slow": 1, **l0},
+        "llama3": {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, **l0},
+    }[method]
+    return None if scaling is None else normalize_rope_scaling(scaling)
+
+
+@dataclass(frozen=True)
+class LongContextRun:
+    """One method over one text.
+
+    Attributes:
+        method: one of :data:`METHODS`.
+        num_tokens: N, tokens scored from the start of the text (N − 1 predictions).
+        block: positions per reported block.
+        factor: the method's ``factor`` (κ, except for ``dynamic``: see the module).
+        book: an Austen novel (``posenc_lib.training.data.read_austen_book``), by default
+            *Persuasion*.
+        dtype: the model's weights and activations, ``"float32"`` or ``"bfloat16"``.
+    """
+
+    method: str
+    num_tokens: int
+    block: int
+    factor: float
+    book: str = "persuasion"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        method_scaling(self.method, self.factor, SMOLLM2.context_length)  # checks both
+        if self.num_tokens < 2 or self.block < 1:
+            raise ValueError("num_tokens must be >= 2 and block >= 1, "
+                             f"got {self.num_tokens}, {self.block}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, "
+                             f"got dtype={self.dtype!r}")
+
+    @property
+    def name(self) -> str:
+        """File stem, e.g. ``"yarn-16384"``."""
+        return f"{self.method}-{self.num_tokens}"
+
+    @property
+    def rope_scaling(self) -> dict | None:
+        return method_scaling(self.method, self.factor, SMOLLM2.context_length)
+
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps({**asdict(self), "model_file": asdict(SMOLLM2)}))
+
+
+def plan(methods: Sequence[str], num_tokens: int, block: int,
+         factor: float | None = None, book: str = "persuasion",
+         dtype: str = "float32") -> list[LongContextRun]:
+    """One run per method; κ defaults to max(1, N/L0), N = ``num_tokens``, L0 = 8192."""
+    if factor is None:
+        factor = max(1.0, num_tokens / SMOLLM2.context_length)
+    return [LongContextRun(m, num_tokens, block, factor, book, dtype) for m in methods]
+
+
+def _layer_progress(model: torch.nn.Module, bar: tqdm) -> list:
+    """Forward hooks that advance ``bar`` once per decoder layer (progress in a pass)"""
+
+    def advance(*_) -> None:  # returns None: a hook's return value replaces the output
+        bar.update(1)
+
+    return [layer.register_forward_hook(advance) for layer in model.model.layers]
+
+
+def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor, *,
+               progress: bool = True, started: dict | None = None) -> dict:
+    """Score ``tokens`` with ``model`` under ``run``'s method; return the result.
+
+    ``started`` is the :func:`~posenc_lib.tasks.sweep.provenance` taken when the run
+    began (the commit whose code is running); by default it is taken now.
+    """
+    device = next(model.parameters()).device
+    started = started if started is not None else provenance(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    use_posenc_rope(model, run.rope_scaling)
+    bar = progress_bar(desc=f"{run.name}: layers", total=len(model.model.layers), enabled=progress)
+    hooks = _layer_progress(model, bar)
+    start = time.perf_counter()
+    try:
+        nll = token_nll(model, tokens)
+    finally:
+        for hook in hooks:
+            hook.remove()
+        bar.close()
+    wall = time.perf_counter() - start
+    blocks = []
+    for index, mean in enumerate(block_nll(nll, run.block)):
+        first = index * run.block
+        last = min(first + run.block, nll.numel()) - 1
+        blocks.append({"first_position": first, "last_position": last, "nll": mean,
+                       "perplexity": math.exp(mean)})
+    overall = nll.mean().item()
+    return {
+        "format": RESULT_FORMAT,
+        "run": run.to_dict(),
+        "name": run.name,
+        "rope_scaling": run.rope_scaling,
+        "provenance": {**started, "finished_utc": _now()},
+        "timing": {"forward_wall_s": wall, "tokens_per_second": tokens.numel() / wall,
+                   "dtype": run.dtype, **_peak_memory(device)},
+        "nll": overall,
+        "perplexity": math.exp(overall),
+        "predictions": nll.numel(),
+        "blocks": blocks,
+    }
+
+
+def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
+                     device: torch.device | str | None = None, overwrite: bool = False,
+                     progress: bool = True) -> list[dict]:
+    """Run every planned method that has no result in ``out`` yet; return all results.
+
+    The model is loaded once (only if some method is left to run).
+
+    Raises:
+        FileExistsError: if a result file holds a different configuration and
+            ``overwrite`` is False.
+        ValueError: if the runs disagree on the text, length or dtype (one model load
+            and one text serve them all).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if len({(r.book, r.num_tokens, r.dtype) for r in runs}) > 1:
+        raise ValueError("all runs must share book, num_tokens and dtype")
+    results: dict[str, dict] = {}
+    todo = []
+    for run in runs:
+        path = out / f"{run.name}.json"
+        if path.exists() and not overwrite:
+            stored = json.loads(path.read_text())
+            if stored.get("run") != run.to_dict():
+                raise FileExistsError(f"{path} holds a run with a different "
+                                      "configuration; use a new --out or --overwrite")
+            results[run.name] = stored
+        else:
+            todo.append(run)
+    if todo:
+        device = torch.device(device) if device is not None else pick_device()
+        started = provenance(device)  # the commit and state of the code that runs
+        start = time.perf_counter()
+        model, tokenizer = load_pretrained(device=device, dtype=DTYPES[todo[0].dtype])
+        load_wall = time.perf_counter() - start
+        text = read_austen_book(todo[0].book).decode("utf-8")
+        tokens = text_tokens(tokenizer, text, todo[0].num_tokens)
+        done = f"{len(runs) - len(todo)} of {len(runs)} already done"
+        bar = progress_bar(todo, desc=f"methods ({done})", enabled=progress)
+        for run in bar:
+            result = run_method(run, model, tokens, progress=progress, started=started)
+            result["timing"]["model_load_wall_s"] = load_wall
+            write_json_atomic(out / f"{run.name}.json", result)
+            results[run.name] = result
+    return [results[run.name] for run in runs]
+
+
+def load_long_context_results(out: Path | str) -> list[dict]:
+    """Every result file in ``out``, in :data:`METHODS` order.
+
+    Raises:
+        FileNotFoundError: if ``out`` does not exist.
+    """
+    out = Path(out)
+    if not out.is_dir():
+        raise FileNotFoundError(f"no results directory {out}")
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    return sorted(results, key=lambda r: (METHODS.index(r["run"]["method"]), r["name"]))
+
+
+def format_block_table(results: Sequence[dict]) -> str:
+    """Plain text: one row per method, perplexity per block of positions."""
+    if not results:
+        return "(no results)"
+    blocks = results[0]["blocks"]
+    spans = [f"{b['first_position']}-{b['last_position']}" for b in blocks]
+    lines = ["method".ljust(9) + "".join(span.rjust(13) for span in spans)]
+    for r in results:
+        values = "".join(f"{b['perplexity']:13.2f}" for b in r["blocks"])
+        lines.append(r["run"]["method"].ljust(9) + values)
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m posenc_lib.pretrained.long_context",
+                                     description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="score a long text once per method; "
+                         "resumes from finished methods")
+    run.add_argument("--tokens", type=int, default=16384,
+                     help="tokens scored from the start of the text")
+    run.add_argument("--block", type=int, default=2048,
+                     help="positions per reported block")
+    run.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    run.add_argument("--factor", type=float, default=None,
+                     help="κ (default: tokens / 8192, at least 1)")
+    run.add_argument("--book", default="persuasion",
+                     help="an Austen novel shipped with posenc_lib")
+    run.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    run.add_argument("--device", default=None,
+                     help="cpu, cuda, … (default: CUDA when present)")
+    run.add_argument("--out", required=True, help="results directory")
+    run.add_argument("--overwrite", action="store_true",
+                     help="rerun methods that already have a file")
+    run.add_argument("--no-progress", action="store_true")
+    table = sub.add_parser("table", help="print perplexity per block of stored results")
+    table.add_argument("--out", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m posenc_lib.pretrained.long_context``; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "table":
+        print(format_block_table(load_long_context_results(args.out)))
+        return 0
+    runs = plan(args.methods, args.tokens, args.block, args.factor, args.book,
+                args.dtype)
+    start = time.perf_counter()
+    results = run_long_context(runs, args.out, device=args.device,
+                               overwrite=args.overwrite, progress=not args.no_progress)
+    print(format_block_table(results))
+    wall = time.perf_counter() - start
+    print(f"\n{len(results)} methods in {args.out} ({wall:.0f} s wall in this call)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

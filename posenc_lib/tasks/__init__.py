@@ -1,0 +1,3 @@
+"""Experiments built on the model: the passkey retrieval task and its training mixture
+(:mod:`~posenc_lib.tasks.retrieval`), and the seeded train-short/test-long sweep
+(:mod:`~posenc_lib.tasks.sweep`)."""
