@@ -585,7 +585,7 @@ def load_stored_benchmark(name: str) -> dict:
     path = stored_results_dir("benchmarks") / f"{name}.json"
     if not path.exists():
         raise FileNotFoundError(
-            f"no stored benchmark {path}; run `python -m benchmarks`"
+            f"no stored benchmark {path}; run `python -m tools.benchmarks`"
         )
     return json.loads(path.read_text())
 

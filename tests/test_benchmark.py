@@ -297,7 +297,7 @@ def test_stored_benchmark_loader_and_label(tmp_path, monkeypatch) -> None:
         "rope suite, cpu (AMD EPYC, 2 threads), torch 2.13.0+cpu, commit 0123456, "
         "2026-12-01 00:15 UTC, load average 16.1 → 17.9"
     )
-    with pytest.raises(FileNotFoundError, match="python -m benchmarks"):
+    with pytest.raises(FileNotFoundError, match="python -m tools.benchmarks"):
         load_stored_benchmark("missing")
     with pytest.raises(ValueError, match="file stem"):
         load_stored_benchmark("../x")

@@ -1,4 +1,4 @@
-"""The benchmark suite (benchmarks/) runs end to end from its one command and stores its
+"""The benchmark suite (tools/benchmarks/) runs end to end from its one command and stores its
 results with provenance. A smoke test: one repeat, the quick sizes, nothing timed is
 checked.
 """
@@ -6,7 +6,7 @@ checked.
 import json
 from pathlib import Path
 
-from benchmarks.__main__ import main
+from tools.benchmarks.__main__ import main
 
 
 def test_every_suite_runs_and_saves_json(tmp_path: Path, capsys) -> None:
@@ -34,7 +34,7 @@ def test_every_suite_runs_and_saves_json(tmp_path: Path, capsys) -> None:
         assert record["label"] == "smoke" and record["rows"]
         assert record["environment"]["device_type"] == "cpu"
         assert record["environment"]["torch_threads"] >= 1
-        assert record["command"].startswith("python -m benchmarks all --quick")
+        assert record["command"].startswith("python -m tools.benchmarks all --quick")
     printed = capsys.readouterr().out
     assert "RoPE application" in printed and "tokens/s" in printed
     rope = json.loads(files[2].read_text())

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import timing_columns
+from tools.benchmarks.common import timing_columns
 from posenc_lib.model.alibi_attention import alibi_attention
 from posenc_lib.model.attention import attend, score_mask
 from posenc_lib.measure import (

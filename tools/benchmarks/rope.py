@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 
-from benchmarks.common import DTYPES, timing_columns
+from tools.benchmarks.common import DTYPES, timing_columns
 from posenc_lib.measure import (
     compare,
     memory_traffic,

@@ -37,7 +37,7 @@ def start_record(
     return {
         "format": RESULT_FORMAT,
         "suite": suite,
-        "command": "python -m benchmarks " + " ".join(argv),
+        "command": "python -m tools.benchmarks " + " ".join(argv),
         "config": config,
         "environment": environment(device),
         "rows": [],

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import timing_columns
+from tools.benchmarks.common import timing_columns
 import posenc_lib.model.attention as attention_module
 from posenc_lib.measure import compare
 from posenc_lib.model.transformer import SCHEMES, TransformerLM

@@ -1,4 +1,4 @@
-"""``python -m benchmarks {rope,attention,model,all}``: run suites, print tables, save
+"""``python -m tools.benchmarks {rope,attention,model,all}``: run suites, print tables, save
 JSON."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import finish_record, save, show, start_record
+from tools.benchmarks.common import finish_record, save, show, start_record
 from posenc_lib.training.device import pick_device
 
-SUITES = {  # suite name -> (module in benchmarks/, title of its table)
+SUITES = {  # suite name -> (module in tools/benchmarks/, title of its table)
     "rope": (
         "rope",
         "RoPE application: time, achieved bandwidth, fraction of memory bandwidth",
@@ -28,7 +28,7 @@ SUITES = {  # suite name -> (module in benchmarks/, title of its table)
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks",
+        prog="python -m tools.benchmarks",
         description="What each positional encoding costs, measured side by side.",
     )
     parser.add_argument("suite", choices=[*SUITES, "all"], help="which suite to run")
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name in SUITES if args.suite == "all" else [args.suite]:
         module_name, title = SUITES[name]
-        module = importlib.import_module(f"benchmarks.{module_name}")
+        module = importlib.import_module(f"tools.benchmarks.{module_name}")
         extra = {}
         if name == "rope":
             extra["compile_kernel"] = not args.no_compile
