@@ -51,7 +51,7 @@ Where the code lives (each folder's ``__init__`` says more):
 * ``model/``: attention and the small Transformer the chapters train;
 * ``training/``: corpora, the training loop, evaluation, the store of trained models;
 * ``analysis/``: looking inside trained models (attention maps, interventions, probes);
-* ``tasks/``: passkey retrieval and the seeded train-short/test-long sweep;
+* ``tasks/``: passkey retrieval, multi-key recall and the seeded train-short/test-long sweep;
 * ``pretrained/``: a pretrained checkpoint (SmolLM2): loading, check-up, KV cache,
   streaming, long-context and passkey runs;
 * ``measure.py``: timing, memory traffic and other ways to write RoPE and ALiBi, for the
@@ -150,6 +150,16 @@ from posenc_lib.analysis.interventions import (
 from posenc_lib.analysis.learned_table import distance_to_trained_rows, TrainedRowDistance
 from posenc_lib.analysis.ngram import ngram_cross_entropy
 from posenc_lib.analysis.probes import hidden_states, RidgeProbe
+from posenc_lib.tasks.recall import (
+    make_recall_window,
+    passkey_recall_config,
+    recall_accuracy,
+    recall_loss,
+    recall_training_batch,
+    RecallConfig,
+    RecallTemplate,
+    sample_recall_windows,
+)
 from posenc_lib.tasks.retrieval import (
     byte_encode,
     make_passkey,
@@ -229,6 +239,8 @@ __all__ = [
     "ModelConfig",
     "PasskeyTemplate",
     "PosencRopeAttention",
+    "RecallConfig",
+    "RecallTemplate",
     "RidgeProbe",
     "ROPE_TYPES",
     "RotaryEmbedding",
@@ -290,6 +302,7 @@ __all__ = [
     "load_stored_results",
     "logits_reproduced",
     "make_passkey",
+    "make_recall_window",
     "mean_attention_distance",
     "memory_traffic",
     "method_scaling",
@@ -301,6 +314,7 @@ __all__ = [
     "normalize_rope_scaling",
     "p_rope_kept_pairs",
     "passkey_accuracy",
+    "passkey_recall_config",
     "passkey_table",
     "per_position_nll",
     "pick_device",
@@ -313,6 +327,9 @@ __all__ = [
     "query_scale",
     "ratio_spread",
     "read_austen_book",
+    "recall_accuracy",
+    "recall_loss",
+    "recall_training_batch",
     "recomputed_logits",
     "rerotate_keys",
     "results_frame",
@@ -329,6 +346,7 @@ __all__ = [
     "rotate_pairs",
     "run_sweep",
     "sample_batch",
+    "sample_recall_windows",
     "scheme_label",
     "score_mask",
     "shard_runs",
