@@ -281,6 +281,8 @@ def test_bad_windows_name_the_argument(text) -> None:
         make_recall_window(RecallConfig(num_keys=1), 256, [1.5], random.Random(0), text)
     with pytest.raises(ValueError, match="text"):
         make_recall_window(HARD, 256, None, random.Random(0), text[:10])
+    with pytest.raises(ValueError, match="text must hold bytes"):
+        make_recall_window(HARD, 256, None, random.Random(0), text.long() + 200)
     with pytest.raises(ValueError, match="trials"):
         sample_recall_windows(HARD, 256, 0.5, 0, text)
     with pytest.raises(ValueError, match="answer_weight"):

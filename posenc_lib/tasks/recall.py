@@ -405,7 +405,7 @@ def make_recall_window(
     Raises:
         ValueError: naming ``length`` when the window cannot hold the needles and
             queries, ``depths`` for a wrong count or a depth outside [0, 1], ``text``
-            for a stream too short.
+            for a stream too short or a token that is not a byte.
     """
     if length < config.min_length():
         raise ValueError(f"the needles, questions and answers take {config.min_length()} tokens, more "
@@ -455,7 +455,10 @@ def make_recall_window(
     if text.dim() != 1 or text.numel() < num_text:
         raise ValueError(f"text must be a 1-D stream of >= {num_text} tokens, got shape {tuple(text.shape)}")
     offset = rng.randrange(text.numel() - num_text + 1)
-    filler = text[offset : offset + num_text].to(torch.uint8)
+    filler = text[offset : offset + num_text]
+    if filler.numel() and (int(filler.min()) < 0 or int(filler.max()) > 255):
+        raise ValueError("text must hold bytes (0 … 255), got a token outside that range")
+    filler = filler.to(torch.uint8)
     window = torch.empty(length, dtype=torch.uint8)
     used, pos = 0, 0
     for i in sorted(range(len(pieces)), key=lambda i: starts[i]):
