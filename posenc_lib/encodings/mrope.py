@@ -131,7 +131,9 @@ def _angles_and_factor(positions: Tensor, head_dim: int, base: float | None,
                        dtype: torch.dtype, rope_scaling: Mapping | None,
                        max_position_embeddings: int | None) -> tuple[Tensor, float]:
     """mrope_angles' angles and the method's attention factor."""
-    section, layout = mrope_section_and_layout(section, layout, rope_scaling)
+    params = normalize_rope_scaling(rope_scaling,
+                                    max_position_embeddings=max_position_embeddings)
+    section, layout = mrope_section_and_layout(section, layout, params)
     axes = mrope_pair_axes(section, layout)
     if positions.dtype.is_floating_point or positions.dtype == torch.bool:
         raise ValueError(f"positions must be an integer tensor, got {positions.dtype}")
@@ -143,9 +145,7 @@ def _angles_and_factor(positions: Tensor, head_dim: int, base: float | None,
                          f"{head_dim // 2} (head_dim={head_dim})")
     # dynamic and longrope read the current length, largest |position| + 1 on any axis
     longest = int(positions.abs().max()) + 1 if positions.numel() else None
-    theta, factor = rope_scaled_frequencies(
-        head_dim, base, rope_scaling, longest,
-        max_position_embeddings=max_position_embeddings, dtype=dtype)
+    theta, factor = rope_scaled_frequencies(head_dim, base, params, longest, dtype=dtype)
     if theta.numel() != axes.numel():
         raise ValueError(f"rope_scaling gives {theta.numel()} frequencies (partial "
                          f"rotary?), the sections {section!r} cover {axes.numel()} pairs")
