@@ -153,3 +153,50 @@ def test_matches_transformers(layout: str, section: list[int], base: float) -> N
     error = (got - expected).abs().max().item()
     bound = (math.log(base) / 2 + 6) * EPS * int(positions.max()) * q.abs().max().item()
     assert error < bound
+
+
+def test_section_layout_and_base_from_the_dictionary() -> None:
+    """A Qwen3-VL-style dictionary alone gives section, layout and base; arguments that
+    agree with it change nothing, ones that disagree are refused."""
+    from posenc_lib.encodings.rope_scaling import rope_scaled_frequencies
+
+    params = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [2, 1, 1],
+              "mrope_interleaved": True}
+    positions = torch.randint(0, 50, (3, 7))
+    from_dict = mrope_angles(positions, 8, rope_scaling=params, dtype=torch.float64)
+    explicit = mrope_angles(positions, 8, 5e6, [2, 1, 1], "interleaved",
+                            dtype=torch.float64)
+    assert torch.equal(from_dict, explicit)
+    theta = rope_scaled_frequencies(8, 5e6, dtype=torch.float64)[0]
+    axes = mrope_pair_axes([2, 1, 1], "interleaved")
+    assert torch.equal(from_dict, positions.double()[axes].T * theta)
+    with pytest.raises(ValueError, match="section=.*disagrees"):
+        mrope_angles(positions, 8, section=[1, 2, 1], rope_scaling=params)
+    with pytest.raises(ValueError, match="layout=.*disagrees"):
+        mrope_angles(positions, 8, layout="chunked", rope_scaling=params)
+    with pytest.raises(ValueError, match="rope_theta"):
+        mrope_angles(positions, 8, 1e4, rope_scaling=params)
+
+
+def test_scaling_scales_the_frequencies_then_sections_them() -> None:
+    """YaRN with M-RoPE: pair i turns by p_{a(i)}·θ′_i with YaRN's θ′_i, and cos and sin
+    carry its attention factor (so a rotated vector's norm grows by it)."""
+    from posenc_lib.encodings.rope_scaling import rope_scaled_frequencies
+
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+            "mrope_section": [4, 2, 2]}
+    positions = torch.randint(0, 300, (3, 1, 9))
+    theta, factor = rope_scaled_frequencies(16, None, yarn)
+    assert factor > 1
+    angles = mrope_angles(positions, 16, rope_scaling=yarn)
+    axes = mrope_pair_axes([4, 2, 2])
+    assert torch.equal(angles, positions.float()[axes].movedim(0, -1) * theta)
+    x = torch.randn(1, 2, 9, 16)
+    expected = rotate_pairs(x, angles[:, None].cos() * factor,
+                            angles[:, None].sin() * factor, interleaved=False)
+    assert torch.equal(apply_mrope(x, positions, rope_scaling=yarn), expected)
+    pair_norms = x.unflatten(-1, (2, 8)).norm(dim=-2)
+    rotated = apply_mrope(x, positions, rope_scaling=yarn).unflatten(-1, (2, 8))
+    assert torch.allclose(rotated.norm(dim=-2), factor * pair_norms, rtol=1e-5)
+    with pytest.raises(ValueError, match="frequencies \\(partial rotary\\?\\)"):
+        apply_mrope(x, positions, rope_scaling={**yarn, "partial_rotary_factor": 0.5})

@@ -337,3 +337,93 @@ def test_nested_per_layer_type_parameters() -> None:
     with pytest.raises(ValueError, match="mixes per-layer-type dictionaries"):
         normalize_rope_parameters({"rope_type": "default",
                                    "full_attention": {"rope_type": "default"}})
+
+
+def test_partial_rotary_factor_computes_over_the_rotated_width() -> None:
+    """partial_rotary_factor f: the frequencies of a head of width ⌊f·d⌋, for every
+    type but proportional; f = 1.0 (as Phi-3's config writes it) changes nothing."""
+    for scaling in (LINEAR, YARN, LLAMA3, DYNAMIC, {"rope_type": "default"}):
+        partial = {**scaling, "partial_rotary_factor": 0.25}
+        full = {**scaling, "partial_rotary_factor": 1.0}
+        for seq_len in (None, 4 * L0):
+            assert torch.equal(rope_scaled_frequencies(64, 1e4, partial, seq_len)[0],
+                               rope_scaled_frequencies(16, 1e4, scaling, seq_len)[0])
+            assert torch.equal(rope_scaled_frequencies(64, 1e4, full, seq_len)[0],
+                               rope_scaled_frequencies(64, 1e4, scaling, seq_len)[0])
+
+
+def test_proportional_keeps_the_fastest_pairs_and_divides_by_factor() -> None:
+    params = {"rope_type": "proportional", "partial_rotary_factor": 0.5, "factor": 2.0}
+    inv_freq, factor = rope_scaled_frequencies(16, 1e4, params, dtype=torch.float64)
+    expected = theta64(16, 1e4) / 2.0
+    expected[4:] = 0.0
+    assert torch.equal(inv_freq, expected) and factor == 1.0
+    plain = rope_scaled_frequencies(16, 1e4, {"rope_type": "proportional"})[0]
+    assert torch.equal(plain, rope_scaled_frequencies(16, 1e4, None)[0])
+
+
+def test_what_transformers_derives_from_max_position_embeddings() -> None:
+    """LongRoPE's factor = max_position_embeddings / L0; a missing L0 =
+    max_position_embeddings; None values dropped; the result normalises to itself."""
+    longrope = {"rope_type": "longrope", "short_factor": [1.0] * 4,
+                "long_factor": [2.0] * 4, "original_max_position_embeddings": 64,
+                "factor": None, "attention_factor": None}
+    with pytest.raises(ValueError, match="max_position_embeddings="):
+        normalize_rope_scaling(longrope)
+    out = normalize_rope_scaling(longrope, max_position_embeddings=1024)
+    assert out["factor"] == 16.0 and "attention_factor" not in out
+    assert normalize_rope_scaling(out) == out
+    _, attention = rope_scaled_frequencies(8, 1e4, out)
+    assert math.isclose(attention, math.sqrt(1 + math.log(16) / math.log(64)))
+    dynamic = normalize_rope_scaling({"type": "dynamic", "factor": 2.0},
+                                     max_position_embeddings=L0)
+    assert dynamic == {"rope_type": "dynamic", "factor": 2.0,
+                       "original_max_position_embeddings": L0}
+    with pytest.raises(ValueError, match="below 1"):
+        normalize_rope_scaling(longrope, max_position_embeddings=32)
+    with pytest.raises(ValueError, match="max_position_embeddings must be"):
+        normalize_rope_scaling(LINEAR, max_position_embeddings=0)
+
+
+def test_yarn_zeros_read_as_absent() -> None:
+    zeros = {**YARN, "mscale": 0, "mscale_all_dim": 0.0, "beta_fast": 0, "beta_slow": 0}
+    out = normalize_rope_scaling(zeros)
+    assert (out["beta_fast"], out["beta_slow"]) == (32.0, 1.0)
+    for mscale, all_dim in ((0.707, 0), (0, 0.707), (0, 0)):
+        params = {**YARN, "mscale": mscale, "mscale_all_dim": all_dim}
+        assert rope_scaled_frequencies(16, 1e4, params)[1] == 0.1 * math.log(4.0) + 1
+    with pytest.raises(ValueError, match="'mscale_all_dim'.*>= 0"):
+        normalize_rope_scaling({**YARN, "mscale_all_dim": -1.0})
+
+
+def test_mrope_keys_are_kept_and_checked() -> None:
+    qwen2 = {"type": "mrope", "mrope_section": [16, 24, 24], "rope_theta": 1e6,
+             "rope_type": "default"}  # as transformers 5.23 holds Qwen2-VL's
+    assert normalize_rope_scaling(qwen2) == {"rope_type": "default", "rope_theta": 1e6,
+                                             "mrope_section": [16, 24, 24]}
+    yarn = normalize_rope_scaling({**YARN, "mrope_section": [2, 3, 3],
+                                   "mrope_interleaved": True})
+    assert yarn["mrope_section"] == [2, 3, 3] and yarn["mrope_interleaved"] is True
+
+
+@pytest.mark.parametrize(("scaling", "message"), [
+    ({**LINEAR, "partial_rotary_factor": 0}, "'partial_rotary_factor'.*> 0"),
+    ({**LINEAR, "partial_rotary_factor": 1.5}, "'partial_rotary_factor'.*\\(0, 1\\]"),
+    ({**LINEAR, "mrope_section": [16, 0]}, "'mrope_section'.*integers >= 1"),
+    ({**LINEAR, "mrope_section": "16,24,24"}, "'mrope_section'"),
+    ({**LINEAR, "mrope_interleaved": "yes"}, "'mrope_interleaved'.*True or False"),
+    ({"rope_type": "proportional", "factor": 0.5}, "'factor'"),
+    ({"rope_type": "proportional", "beta_fast": 2}, "does not take"),
+])
+def test_bad_shipped_keys_name_the_key(scaling, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        normalize_rope_scaling(scaling)
+
+
+def test_partial_rotary_width_errors() -> None:
+    with pytest.raises(ValueError, match="rotary_dim=3"):
+        rope_scaled_frequencies(12, 1e4, {"partial_rotary_factor": 0.25})  # odd width
+    with pytest.raises(ValueError, match="rotates 2 dimensions"):
+        rope_scaled_frequencies(8, 1e4, {**DYNAMIC, "partial_rotary_factor": 0.25})
+    with pytest.raises(ValueError, match="dtype"):
+        rope_scaled_frequencies(8, 1e4, None, dtype=torch.float16)

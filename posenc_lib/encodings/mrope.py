@@ -18,19 +18,33 @@ Two layouts assign pairs to axes (:data:`MROPE_LAYOUTS`):
   i < 3·section[1], to axis 2 if i ≡ 2 (mod 3) and i < 3·section[2], to axis 0
   otherwise — each axis gets frequencies from the whole spectrum.
 
+A context-extension method combines with either layout as Qwen2.5-VL and Qwen3-VL
+ship it (their ``rope_parameters`` carry ``mrope_section`` next to e.g.
+``"rope_type": "yarn"``; transformers' ``Qwen3VLTextRotaryEmbedding``, vLLM PR 25384,
+SGLang PR 13313): the method scales θ_i first
+(:func:`~posenc_lib.encodings.rope_scaling.rope_scaled_frequencies`), the sections then
+assign the scaled pairs to axes, and the method's attention factor multiplies cos and
+sin. Such a dictionary also supplies ``mrope_section``, ``mrope_interleaved`` (the
+layout) and ``rope_theta``.
+
 Rotate-half layout (pair i holds dims i and i + d/2), as both models ship it. This
-module imports only torch and the rotation kernel of
-:mod:`~posenc_lib.encodings.rope`.
+module imports only torch, :mod:`~posenc_lib.encodings.rope_scaling` and the rotation
+kernel of :mod:`~posenc_lib.encodings.rope`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor
 
-from posenc_lib.encodings.rope import _inverse_frequencies, rotate_pairs
+from posenc_lib.encodings.rope import rotate_pairs
+from posenc_lib.encodings.rope_scaling import normalize_rope_scaling, rope_scaled_frequencies
+
+DEFAULT_SECTION: tuple[int, ...] = (16, 24, 24)
+"""Qwen2-VL's ``mrope_section`` (head_dim 128): used when neither ``section`` nor the
+dictionary gives one."""
 
 MROPE_LAYOUTS: tuple[str, ...] = ("chunked", "interleaved")
 """How pairs are assigned to axes: Qwen2-VL's contiguous chunks, Qwen3-VL's stride 3."""
@@ -84,28 +98,42 @@ def mrope_pair_axes(section: Sequence[int], layout: str = "chunked") -> Tensor:
     return axes
 
 
-def mrope_angles(positions: Tensor, head_dim: int, base: float = 10000.0,
-                 section: Sequence[int] = (16, 24, 24), layout: str = "chunked",
-                 dtype: torch.dtype = torch.float32) -> Tensor:
-    """The angle p_{a(i)} · θ_i of every token and pair.
+def mrope_section_and_layout(section: Sequence[int] | None, layout: str | None,
+                             rope_scaling: Mapping | None) -> tuple[list[int], str]:
+    """The section and layout to use: the arguments, else the dictionary's.
 
-    Args:
-        positions: integer ``[axes, seq]`` or ``[axes, batch, seq]`` (axes first, as
-            transformers' ``position_ids`` for Qwen2-VL).
-        head_dim: d; sum(section) must equal d/2.
-        base: θ_i = base^(−2i/d).
-        section, layout: see :func:`mrope_pair_axes`.
-        dtype: of θ_i and the product: float32 (as the models) or float64 (a
-            reference).
-
-    Returns:
-        ``[seq, d/2]`` or ``[batch, seq, d/2]`` in ``dtype``, radians.
+    ``rope_scaling["mrope_section"]`` stands in for ``section=None`` (else
+    :data:`DEFAULT_SECTION`), ``rope_scaling["mrope_interleaved"]`` for ``layout=None``
+    (True: ``"interleaved"``; absent or False: ``"chunked"``).
 
     Raises:
-        ValueError: for non-integer positions, a first dimension that is not the
-            number of axes, or sum(section) ≠ head_dim/2 (and as
-            :func:`mrope_pair_axes`).
+        ValueError: if an argument disagrees with the dictionary (and as
+            :func:`~posenc_lib.encodings.rope_scaling.normalize_rope_scaling`).
     """
+    params = normalize_rope_scaling(rope_scaling)
+    given = params.get("mrope_section")
+    if section is not None and given is not None and list(section) != given:
+        raise ValueError(f"section={list(section)!r} disagrees with "
+                         f"rope_scaling['mrope_section']={given!r}; give one of them")
+    section = list(section) if section is not None else given or list(DEFAULT_SECTION)
+    interleaved = params.get("mrope_interleaved")
+    if layout is not None and interleaved is not None \
+            and (layout == "interleaved") != interleaved:
+        raise ValueError(f"layout={layout!r} disagrees with "
+                         f"rope_scaling['mrope_interleaved']={interleaved!r}")
+    if layout is None:
+        layout = "interleaved" if interleaved else "chunked"
+    return section, layout
+
+
+def _angles_and_factor(positions: Tensor, head_dim: int, base: float | None,
+                       section: Sequence[int] | None, layout: str | None,
+                       dtype: torch.dtype, rope_scaling: Mapping | None,
+                       max_position_embeddings: int | None) -> tuple[Tensor, float]:
+    """mrope_angles' angles and the method's attention factor."""
+    params = normalize_rope_scaling(rope_scaling,
+                                    max_position_embeddings=max_position_embeddings)
+    section, layout = mrope_section_and_layout(section, layout, params)
     axes = mrope_pair_axes(section, layout)
     if positions.dtype.is_floating_point or positions.dtype == torch.bool:
         raise ValueError(f"positions must be an integer tensor, got {positions.dtype}")
@@ -115,23 +143,72 @@ def mrope_angles(positions: Tensor, head_dim: int, base: float = 10000.0,
     if axes.numel() * 2 != head_dim:
         raise ValueError(f"sum(section)={axes.numel()} must equal head_dim/2 = "
                          f"{head_dim // 2} (head_dim={head_dim})")
-    theta = _inverse_frequencies(head_dim, base, dtype).to(positions.device)  # (d/2,)
+    # dynamic and longrope read the current length, largest |position| + 1 on any axis
+    longest = int(positions.abs().max()) + 1 if positions.numel() else None
+    theta, factor = rope_scaled_frequencies(head_dim, base, params, longest, dtype=dtype)
+    if theta.numel() != axes.numel():
+        raise ValueError(f"rope_scaling gives {theta.numel()} frequencies (partial "
+                         f"rotary?), the sections {section!r} cover {axes.numel()} pairs")
+    theta = theta.to(positions.device)  # (d/2,)
     per_pair = positions.to(dtype)[axes.to(positions.device)]  # (d/2, [B,] T)
-    return per_pair.movedim(0, -1) * theta  # ([B,] T, d/2)
+    return per_pair.movedim(0, -1) * theta, factor  # ([B,] T, d/2)
 
 
-def apply_mrope(x: Tensor, positions: Tensor, *, base: float = 10000.0,
-                section: Sequence[int] = (16, 24, 24),
-                layout: str = "chunked") -> Tensor:
+def mrope_angles(positions: Tensor, head_dim: int, base: float | None = None,
+                 section: Sequence[int] | None = None, layout: str | None = None,
+                 dtype: torch.dtype = torch.float32, *,
+                 rope_scaling: Mapping | None = None,
+                 max_position_embeddings: int | None = None) -> Tensor:
+    """The angle p_{a(i)} · θ′_i of every token and pair.
+
+    Args:
+        positions: integer ``[axes, seq]`` or ``[axes, batch, seq]`` (axes first, as
+            transformers' ``position_ids`` for Qwen2-VL).
+        head_dim: d; sum(section) must equal d/2.
+        base: θ_i = base^(−2i/d); None takes ``rope_scaling["rope_theta"]`` or 10 000.
+        section, layout: see :func:`mrope_pair_axes`; None takes the dictionary's
+            (:func:`mrope_section_and_layout`), else ``(16, 24, 24)`` and ``"chunked"``.
+        dtype: of θ′_i and the product: float32 (as the models) or float64 (a
+            reference).
+        rope_scaling: a context-extension method in Hugging Face's vocabulary
+            (:mod:`~posenc_lib.encodings.rope_scaling`), or None: θ′_i is
+            :func:`~posenc_lib.encodings.rope_scaling.rope_scaled_frequencies` for the
+            current length L = max |p| + 1 over every axis (``dynamic``,
+            ``longrope``), before the sections assign pairs to axes.
+        max_position_embeddings: for what transformers derives from it (LongRoPE's
+            ``factor``); see :func:`~posenc_lib.encodings.rope_scaling.normalize_rope_scaling`.
+
+    Returns:
+        ``[seq, d/2]`` or ``[batch, seq, d/2]`` in ``dtype``, radians.
+
+    Raises:
+        ValueError: for non-integer positions, a first dimension that is not the
+            number of axes, sum(section) ≠ head_dim/2 (or ≠ the number of frequencies
+            the method gives), and as :func:`mrope_pair_axes`,
+            :func:`mrope_section_and_layout` and ``rope_scaled_frequencies``.
+    """
+    angles, _ = _angles_and_factor(positions, head_dim, base, section, layout, dtype,
+                                   rope_scaling, max_position_embeddings)
+    return angles
+
+
+def apply_mrope(x: Tensor, positions: Tensor, *, base: float | None = None,
+                section: Sequence[int] | None = None, layout: str | None = None,
+                rope_scaling: Mapping | None = None,
+                max_position_embeddings: int | None = None) -> Tensor:
     """Rotate q or k ``[batch, heads, seq, head_dim]`` by multi-axis positions.
 
-    Pair i (dims i and i + d/2) turns by p_{a(i)} · θ_i; the rotation is RoPE's kernel
-    (:func:`~posenc_lib.encodings.rope.rotate_pairs`), angles in float32.
+    Pair i (dims i and i + d/2) turns by p_{a(i)} · θ′_i; the rotation is RoPE's kernel
+    (:func:`~posenc_lib.encodings.rope.rotate_pairs`), angles in float32. With a
+    ``rope_scaling`` θ′_i are the method's frequencies and cos and sin are multiplied
+    by its attention factor (YaRN, LongRoPE), as transformers'
+    ``Qwen2VLRotaryEmbedding`` and ``Qwen3VLTextRotaryEmbedding``.
 
     Args:
         x: ``[batch, heads, seq, head_dim]``, any float dtype.
         positions: integer ``[axes, seq]`` or ``[axes, batch, seq]``.
-        base, section, layout: see :func:`mrope_angles`.
+        base, section, layout, rope_scaling, max_position_embeddings: see
+            :func:`mrope_angles`.
 
     Returns:
         x's shape and dtype.
@@ -144,10 +221,16 @@ def apply_mrope(x: Tensor, positions: Tensor, *, base: float = 10000.0,
         >>> q = torch.randn(1, 2, 5, 8)
         >>> apply_mrope(q, torch.zeros(3, 5, dtype=torch.long), section=[2, 1, 1]).shape
         torch.Size([1, 2, 5, 8])
+        >>> yarn = {"rope_type": "yarn", "factor": 4.0, "mrope_section": [2, 1, 1],
+        ...         "original_max_position_embeddings": 64}
+        >>> apply_mrope(q, torch.zeros(3, 5, dtype=torch.long), rope_scaling=yarn).shape
+        torch.Size([1, 2, 5, 8])
     """
     if x.dim() != 4:
         raise ValueError(f"x must be [batch, heads, seq, head_dim], got {tuple(x.shape)}")
-    angles = mrope_angles(positions, x.shape[-1], base, section, layout)
+    angles, factor = _angles_and_factor(positions, x.shape[-1], base, section, layout,
+                                        torch.float32, rope_scaling,
+                                        max_position_embeddings)
     if angles.shape[-2] != x.shape[-2]:
         raise ValueError(f"positions have seq={angles.shape[-2]}, x has seq={x.shape[-2]}")
     if angles.dim() == 3:
@@ -155,4 +238,7 @@ def apply_mrope(x: Tensor, positions: Tensor, *, base: float = 10000.0,
             raise ValueError(f"positions have batch={angles.shape[0]}, x has "
                              f"batch={x.shape[0]}")
         angles = angles[:, None]  # (B, 1, T, d/2): shared by the heads
-    return rotate_pairs(x, angles.cos(), angles.sin(), interleaved=False)
+    cos, sin = angles.cos(), angles.sin()
+    if factor != 1.0:
+        cos, sin = cos * factor, sin * factor
+    return rotate_pairs(x, cos, sin, interleaved=False)

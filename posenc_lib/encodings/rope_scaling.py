@@ -29,14 +29,44 @@ Hugging Face's vocabulary, so a real model's config maps onto it unchanged:
   sin multiplied by the attention factor √(1 + ln κ / ln L0) (κ > 1; else 1) unless
   ``attention_factor`` is given.
 
+* ``{"rope_type": "proportional", "partial_rotary_factor": p, "factor": κ}``:
+  p-RoPE (Barbero et al. 2025; transformers' ``_compute_proportional_rope_parameters``,
+  Gemma 4): the full-width θ_i for the k = ⌊p·d/2⌋ fastest pairs, 0 for the others
+  (:func:`~posenc_lib.encodings.rope_partial.p_rope_kept_pairs`), all divided by κ
+  (default 1); d/2 frequencies, the zeros included.
+
+Keys every type takes (transformers 5.23's ``RopeParameters``):
+
+* ``partial_rotary_factor`` f in (0, 1]: GPT-NeoX's partial rotary (GPT-NeoX, Phi,
+  Phi-3 with f = 1.0, StableLM, Qwen3-Next, GLM-4): every type but ``proportional``
+  computes its frequencies over the rotated width r = ⌊f·d⌋
+  (:func:`~posenc_lib.encodings.rope_partial.neox_rotary_dim`, transformers'
+  ``int(head_dim * partial_rotary_factor)``) as if the head were r wide, so it returns
+  r/2 of them; ``proportional`` reads f as p above;
+* ``mrope_section`` (pairs per axis) and ``mrope_interleaved`` (Qwen2-VL, Qwen3-VL):
+  kept for :func:`~posenc_lib.encodings.mrope.apply_mrope`, which sections the
+  frequencies of whichever method the dictionary names; ignored by the frequencies
+  themselves. Qwen2-VL's ``{"type": "mrope"}`` (which transformers reads as
+  ``"default"``) is read as ``{"rope_type": "default"}``.
+
+What transformers derives from the rest of the config is derived here from
+``max_position_embeddings`` when it is passed (:func:`normalize_rope_scaling`):
+LongRoPE's ``factor`` = max_position_embeddings / L0 when absent (Phi-3 ships none),
+and a missing ``original_max_position_embeddings`` = max_position_embeddings (as
+transformers' ``standardize_rope_params``; its dynamic type always reads it from
+there). A value of None counts as absent, and YaRN's ``mscale``, ``mscale_all_dim``,
+``beta_fast`` and ``beta_slow`` at 0 do too (transformers tests them for truth).
+``"axial"`` (the vision towers' 2-D RoPE) is not implemented.
+
 A per-layer-type dictionary, transformers v5's nested ``rope_parameters`` (Gemma 3:
 ``{"sliding_attention": {...}, "full_attention": {...}}``), is read by
 :func:`normalize_rope_parameters`, which checks each entry as above.
 
 transformers v5 calls this dictionary ``rope_parameters`` and keeps the base in it as
 ``rope_theta``; v4 called it ``rope_scaling`` and sometimes wrote ``type`` for
-``rope_type``. All three spellings are accepted. This module is a leaf: it imports
-only torch.
+``rope_type``. All three spellings are accepted. This module imports only torch and
+the leaf :mod:`~posenc_lib.encodings.rope_partial` (where the rotated width of partial
+rotary has its one home).
 """
 
 from __future__ import annotations
@@ -47,9 +77,12 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
+from posenc_lib.encodings.rope_partial import neox_rotary_dim, p_rope_kept_pairs
+
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "dynamic", "yarn", "llama3", "ntk",
-                               "longrope")
-"""The ``rope_type`` values this module implements."""
+                               "longrope", "proportional")
+"""The ``rope_type`` values this module implements: transformers 5.23's
+``ROPE_INIT_FUNCTIONS`` and ``"default"``, and the static ``"ntk"``."""
 
 DEFAULT_BASE = 10000.0
 """RoFormer's base: used when neither ``base`` nor ``rope_theta`` is given."""
@@ -62,7 +95,8 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "yarn": ("factor", _L0),
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", _L0),
     "ntk": ("factor",),
-    "longrope": ("short_factor", "long_factor", "factor", _L0),
+    "longrope": ("short_factor", "long_factor", _L0),
+    "proportional": (),
 }
 _OPTIONAL: dict[str, tuple[str, ...]] = {
     "default": (),
@@ -72,9 +106,12 @@ _OPTIONAL: dict[str, tuple[str, ...]] = {
              "truncate"),
     "llama3": (),
     "ntk": (),
-    "longrope": ("attention_factor",),
+    "longrope": ("factor", "attention_factor"),
+    "proportional": ("factor",),
 }
-_ALWAYS_ALLOWED = ("rope_type", "rope_theta")
+_ALWAYS_ALLOWED = ("rope_type", "rope_theta", "partial_rotary_factor", "mrope_section",
+                   "mrope_interleaved")
+_DERIVED_L0 = ("dynamic", "yarn", "llama3", "longrope")  # L0 from max_position_embeddings
 
 
 def _number(value: object, key: str, rope_type: str, *, above: float | None = None,
@@ -90,36 +127,59 @@ def _number(value: object, key: str, rope_type: str, *, above: float | None = No
     return float(value)
 
 
-def normalize_rope_scaling(rope_scaling: Mapping | None) -> dict:
+def normalize_rope_scaling(rope_scaling: Mapping | None, *,
+                           max_position_embeddings: int | None = None) -> dict:
     """Check a scaling dictionary; return it in one spelling, defaults filled in.
 
-    Accepts transformers v5's ``rope_parameters`` (with ``rope_theta`` inside), v4's
-    ``rope_scaling`` and its older ``type`` key. ``None`` means the default.
+    Accepts transformers v5's ``rope_parameters`` (with ``rope_theta`` inside) as a
+    v5 config holds it, v4's ``rope_scaling`` and its older ``type`` key. ``None``
+    means the default. Idempotent: the result normalises to itself.
 
     Args:
         rope_scaling: the dictionary (see the module docstring for each type).
+        max_position_embeddings: the config's ``max_position_embeddings``, for what
+            transformers derives from it: LongRoPE's missing ``factor`` (= this / L0,
+            Phi-3) and a missing ``original_max_position_embeddings`` (= this, for
+            ``dynamic``, ``yarn``, ``llama3`` and ``longrope``). None: nothing is
+            derived, and a dictionary that needs it is refused, naming the key.
 
     Returns:
         A new dict with ``rope_type`` and every key the method uses (YaRN's
         ``beta_fast`` 32, ``beta_slow`` 1 and ``truncate`` True are filled in when
-        missing); ``rope_theta`` is kept if it was given.
+        missing; LongRoPE's ``factor`` when derived); ``rope_theta``,
+        ``partial_rotary_factor``, ``mrope_section`` and ``mrope_interleaved`` are
+        kept if given. Keys whose value is None are dropped.
 
     Raises:
         ValueError: for an unknown ``rope_type``, a missing or unknown key (named in
             the message), a ``factor`` below 1, an ``original_max_position_embeddings``
-            that is not a positive integer, or ``low_freq_factor`` ≥
-            ``high_freq_factor``.
+            or ``max_position_embeddings`` that is not a positive integer,
+            ``low_freq_factor`` ≥ ``high_freq_factor``, a ``partial_rotary_factor``
+            outside (0, 1], or an ``mrope_section`` that is not a list of integers ≥ 1.
 
     Example:
         >>> normalize_rope_scaling({"type": "linear", "factor": 4})
         {'rope_type': 'linear', 'factor': 4.0}
+        >>> normalize_rope_scaling({"rope_type": "longrope", "short_factor": [1.0],
+        ...     "long_factor": [2.0], "original_max_position_embeddings": 4096},
+        ...     max_position_embeddings=131072)["factor"]
+        32.0
     """
     if rope_scaling is None:
         return {"rope_type": "default"}
     if not isinstance(rope_scaling, Mapping):
         kind = type(rope_scaling).__name__
         raise ValueError(f"rope_scaling must be a dict or None, got {kind}")
-    params = dict(rope_scaling)
+    if max_position_embeddings is not None and (
+            isinstance(max_position_embeddings, bool)
+            or not isinstance(max_position_embeddings, int) or max_position_embeddings < 1):
+        raise ValueError("max_position_embeddings must be an integer >= 1 or None, got "
+                         f"max_position_embeddings={max_position_embeddings!r}")
+    # transformers reads a key set to None as absent (``dict.get``), so do we.
+    params = {key: value for key, value in rope_scaling.items() if value is not None}
+    for key in ("type", "rope_type"):  # Qwen2-VL's "mrope": default RoPE, sectioned
+        if params.get(key) == "mrope":
+            params[key] = "default"
     if "type" in params:  # transformers v4's older spelling
         legacy = params.pop("type")
         if params.setdefault("rope_type", legacy) != legacy:
@@ -129,12 +189,15 @@ def normalize_rope_scaling(rope_scaling: Mapping | None) -> dict:
     if rope_type not in ROPE_TYPES:
         raise ValueError(f"rope_scaling['rope_type'] must be one of {ROPE_TYPES}, "
                          f"got {rope_type!r}")
+    if max_position_embeddings is not None and rope_type in _DERIVED_L0:
+        params.setdefault(_L0, max_position_embeddings)
     missing = [key for key in _REQUIRED[rope_type] if key not in params]
     if missing:
         hint = ""
         if _L0 in missing:
             hint = f" ({_L0} = the training length L0; transformers' dynamic type " \
-                   "reads it from config.max_position_embeddings)"
+                   "reads it from config.max_position_embeddings: pass " \
+                   "max_position_embeddings=)"
         raise ValueError(f"rope_scaling with rope_type={rope_type!r} needs the "
                          f"key(s) {missing}{hint}")
     allowed = {*_ALWAYS_ALLOWED, *_REQUIRED[rope_type], *_OPTIONAL[rope_type]}
@@ -146,6 +209,13 @@ def normalize_rope_scaling(rope_scaling: Mapping | None) -> dict:
     if "rope_theta" in params:
         theta = params["rope_theta"]
         out["rope_theta"] = _number(theta, "rope_theta", rope_type, above=0)
+    if "partial_rotary_factor" in params:
+        fraction = _number(params["partial_rotary_factor"], "partial_rotary_factor",
+                           rope_type, above=0)
+        if fraction > 1:
+            raise ValueError(f"rope_scaling['partial_rotary_factor'] (rope_type="
+                             f"{rope_type!r}) must be in (0, 1], got {fraction!r}")
+        out["partial_rotary_factor"] = fraction
     if "factor" in params:
         out["factor"] = _number(params["factor"], "factor", rope_type, at_least=1)
     if _L0 in params:
@@ -164,11 +234,50 @@ def normalize_rope_scaling(rope_scaling: Mapping | None) -> dict:
                              f"got {low} and {high}")
         out["low_freq_factor"], out["high_freq_factor"] = low, high
     if rope_type == "longrope":
+        if "factor" not in out:
+            out["factor"] = _derived_longrope_factor(out[_L0], max_position_embeddings)
         for key in ("short_factor", "long_factor"):
             out[key] = _factor_list(params[key], key)
         if params.get("attention_factor") is not None:
             out["attention_factor"] = _number(params["attention_factor"],
                                               "attention_factor", rope_type, above=0)
+    out.update(_mrope_keys(params, rope_type))
+    return out
+
+
+def _derived_longrope_factor(original_length: int,
+                             max_position_embeddings: int | None) -> float:
+    """Phi-3's κ = max_position_embeddings / L0 (transformers'
+    ``_compute_longrope_parameters`` when ``factor`` is absent)."""
+    if max_position_embeddings is None:
+        raise ValueError("rope_scaling with rope_type='longrope' and no 'factor' needs "
+                         "max_position_embeddings= (transformers derives factor = "
+                         f"max_position_embeddings / {_L0}, as Phi-3 ships it)")
+    factor = max_position_embeddings / original_length
+    if factor < 1:
+        raise ValueError(f"LongRoPE's derived factor max_position_embeddings / {_L0} = "
+                         f"{max_position_embeddings} / {original_length} is below 1")
+    return factor
+
+
+def _mrope_keys(params: Mapping, rope_type: str) -> dict:
+    """M-RoPE's ``mrope_section`` (integers ≥ 1) and ``mrope_interleaved`` (bool)."""
+    out: dict = {}
+    if "mrope_section" in params:
+        section = params["mrope_section"]
+        if isinstance(section, (str, bytes, Mapping)) or not hasattr(section, "__len__") \
+                or len(section) == 0 or any(isinstance(n, bool) or not isinstance(n, int)
+                                            or n < 1 for n in section):
+            raise ValueError(f"rope_scaling['mrope_section'] (rope_type={rope_type!r}) "
+                             "must be a non-empty list of integers >= 1 (pairs per "
+                             f"axis), got {section!r}")
+        out["mrope_section"] = list(section)
+    if "mrope_interleaved" in params:
+        if not isinstance(params["mrope_interleaved"], bool):
+            raise ValueError(f"rope_scaling['mrope_interleaved'] (rope_type="
+                             f"{rope_type!r}) must be True or False, got "
+                             f"{params['mrope_interleaved']!r}")
+        out["mrope_interleaved"] = params["mrope_interleaved"]
     return out
 
 
@@ -192,8 +301,11 @@ def is_per_layer_type(rope_parameters: Mapping | None) -> bool:
             and all(isinstance(v, Mapping) for v in rope_parameters.values()))
 
 
-def normalize_rope_parameters(rope_parameters: Mapping | None) -> dict:
+def normalize_rope_parameters(rope_parameters: Mapping | None, *,
+                              max_position_embeddings: int | None = None) -> dict:
     """:func:`normalize_rope_scaling`, also for the nested per-layer-type form.
+
+    ``max_position_embeddings`` is passed to it for each entry (see there).
 
     transformers v5 keys ``rope_parameters`` by layer type when layer types differ
     (Gemma 3: ``{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
@@ -217,7 +329,8 @@ def normalize_rope_parameters(rope_parameters: Mapping | None) -> dict:
                 isinstance(v, Mapping) for v in rope_parameters.values()):
             raise ValueError("rope_parameters mixes per-layer-type dictionaries with "
                              f"plain keys; got keys {sorted(rope_parameters)}")
-        return normalize_rope_scaling(rope_parameters)
+        return normalize_rope_scaling(rope_parameters,
+                                      max_position_embeddings=max_position_embeddings)
     unknown = sorted(set(rope_parameters) - set(LAYER_TYPES))
     if unknown:
         raise ValueError(f"rope_parameters is keyed by layer type; {unknown} not in "
@@ -226,26 +339,35 @@ def normalize_rope_parameters(rope_parameters: Mapping | None) -> dict:
     for layer_type in LAYER_TYPES:
         if layer_type in rope_parameters:
             try:
-                out[layer_type] = normalize_rope_scaling(rope_parameters[layer_type])
+                out[layer_type] = normalize_rope_scaling(
+                    rope_parameters[layer_type],
+                    max_position_embeddings=max_position_embeddings)
             except ValueError as error:
                 raise ValueError(f"rope_parameters[{layer_type!r}]: {error}") from None
     return out
 
 
 def _yarn_options(params: Mapping) -> dict:
-    """YaRN's optional keys, checked, with the paper's defaults (β = 32, α = 1)."""
+    """YaRN's optional keys, checked, with the paper's defaults (β = 32, α = 1).
+
+    ``beta_fast``/``beta_slow`` at 0 take the defaults and ``mscale``/``mscale_all_dim``
+    at 0 count as absent, as in transformers' ``_compute_yarn_parameters`` (``or 32``,
+    ``if mscale and mscale_all_dim``); DeepSeek-style configs ship such zeros."""
     out = {
-        "beta_fast": _number(params.get("beta_fast", 32), "beta_fast", "yarn", above=0),
-        "beta_slow": _number(params.get("beta_slow", 1), "beta_slow", "yarn", above=0),
+        "beta_fast": _number(params.get("beta_fast") or 32, "beta_fast", "yarn", above=0),
+        "beta_slow": _number(params.get("beta_slow") or 1, "beta_slow", "yarn", above=0),
         "truncate": bool(params.get("truncate", True)),
     }
     if out["beta_slow"] > out["beta_fast"]:
         raise ValueError("rope_scaling needs beta_slow <= beta_fast (turns within L0), "
                          f"got beta_slow={out['beta_slow']}, "
                          f"beta_fast={out['beta_fast']}")
-    for key in ("attention_factor", "mscale", "mscale_all_dim"):
-        if params.get(key) is not None:
-            out[key] = _number(params[key], key, "yarn", above=0)
+    if params.get("attention_factor") is not None:
+        out["attention_factor"] = _number(params["attention_factor"], "attention_factor",
+                                          "yarn", above=0)
+    for key in ("mscale", "mscale_all_dim"):
+        if params.get(key) is not None:  # 0 is kept, and read as absent
+            out[key] = _number(params[key], key, "yarn", at_least=0)
     return out
 
 
@@ -346,38 +468,55 @@ def rope_scaled_frequencies(
     base: float | None = None,
     rope_scaling: Mapping | None = None,
     seq_len: int | None = None,
+    *,
+    max_position_embeddings: int | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[Tensor, float]:
     """RoPE's frequencies θ′_i after a context-extension method, and its q/k scale.
 
-    Computed in float64 and rounded once to float32, so ``{"rope_type": "default"}``
-    gives exactly :func:`~posenc_lib.encodings.rope.rope_inverse_frequencies`.
+    Computed in float64 and rounded once to ``dtype``, so ``{"rope_type": "default"}``
+    gives exactly :func:`~posenc_lib.encodings.rope.rope_inverse_frequencies`. For a
+    dictionary as a transformers 5.23 config holds it this is what
+    ``ROPE_INIT_FUNCTIONS[rope_type](config, device, seq_len)`` (or the model's
+    ``compute_default_rope_parameters``) returns, up to float32 rounding.
 
     Args:
-        head_dim: the rotated width d (``rotary_dim`` for partial rotary); even, ≥ 4
-            for ``dynamic`` (its exponent d/(d−2)), ≥ 2 otherwise.
+        head_dim: the head width d, even; ≥ 4 for ``dynamic`` and ``ntk`` (their
+            exponent d/(d−2)), ≥ 2 otherwise. With ``partial_rotary_factor`` f in
+            ``rope_scaling`` the frequencies are those of a head of width
+            r = ⌊f·d⌋ (:func:`~posenc_lib.encodings.rope_partial.neox_rotary_dim`), as
+            transformers' ``dim = int(head_dim * partial_rotary_factor)``; without it,
+            pass the rotated width (``rotary_dim``) here.
         base: θ_i = base^(−2i/d); ``None`` takes ``rope_scaling["rope_theta"]`` or
             10 000.
         rope_scaling: a dictionary as in the module docstring, or None (default).
         seq_len: the current input length L (largest position + 1); only ``dynamic``
             and ``longrope`` use it, and only when L > ``original_max_position_embeddings``
             (``longrope`` then takes ``long_factor``; None or L ≤ L0: ``short_factor``).
+        max_position_embeddings: passed to :func:`normalize_rope_scaling` (LongRoPE's
+            derived ``factor``, a missing L0).
+        dtype: float32 (as the models) or float64 (a reference).
 
     Returns:
-        ``(inv_freq, attention_factor)``: ``[head_dim // 2]`` float32, radians per
+        ``(inv_freq, attention_factor)``: ``[r // 2]`` (``[head_dim // 2]`` without
+        ``partial_rotary_factor`` and for ``proportional``) in ``dtype``, radians per
         position; and a float that multiplies cos and sin (so q and k; the logits get
         its square): 1.0 for every method but YaRN and LongRoPE.
 
     Raises:
         ValueError: as :func:`normalize_rope_scaling`; for an odd or too small
-            ``head_dim``, a base ≤ 0 or one that disagrees with ``rope_theta``, or
-            ``seq_len`` < 1, or (``longrope``) factor lists whose length is not
-            head_dim/2.
+            ``head_dim`` or rotated width, a base ≤ 0 or one that disagrees with
+            ``rope_theta``, or ``seq_len`` < 1, or (``longrope``) factor lists whose
+            length is not the number of rotated pairs.
 
     Example:
         >>> rope_scaled_frequencies(4, 100.0, {"rope_type": "linear", "factor": 2})
         (tensor([0.5000, 0.0500]), 1.0)
+        >>> rope_scaled_frequencies(8, 16.0, {"partial_rotary_factor": 0.5})[0]
+        tensor([1.0000, 0.2500])
     """
-    params = normalize_rope_scaling(rope_scaling)
+    params = normalize_rope_scaling(rope_scaling,
+                                    max_position_embeddings=max_position_embeddings)
     rope_type = params["rope_type"]
     smallest = 4 if rope_type in ("dynamic", "ntk") else 2
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) \
@@ -388,7 +527,15 @@ def rope_scaled_frequencies(
                                 or not isinstance(seq_len, int) or seq_len < 1):
         raise ValueError("seq_len must be an integer >= 1 or None, "
                          f"got seq_len={seq_len!r}")
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
     base = resolve_base(base, params)
+    fraction = params.get("partial_rotary_factor", 1.0)
+    if rope_type != "proportional" and fraction != 1.0:
+        head_dim = neox_rotary_dim(head_dim, fraction)  # the rotated width r
+        if head_dim < smallest:
+            raise ValueError(f"partial_rotary_factor={fraction} rotates {head_dim} "
+                             f"dimensions; rope_type={rope_type!r} needs >= {smallest}")
     theta = _base_frequencies(head_dim, base)  # (d/2,) float64
     attention_factor = 1.0
     if rope_type == "linear":
@@ -414,7 +561,10 @@ def rope_scaled_frequencies(
                              f"(head_dim/2 = {head_dim // 2}), got {len(divisors)}")
         theta = theta / torch.tensor(divisors, dtype=torch.float64)
         attention_factor = longrope_attention_factor(params)
-    return theta.to(torch.float32), attention_factor
+    elif rope_type == "proportional":
+        theta[p_rope_kept_pairs(head_dim, fraction):] = 0.0  # p-RoPE: slow pairs off
+        theta = theta / params.get("factor", 1.0)
+    return theta.to(dtype), attention_factor
 
 
 def _yarn(theta: Tensor, head_dim: int, base: float, params: Mapping) -> Tensor:
