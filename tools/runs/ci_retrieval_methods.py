@@ -9,9 +9,9 @@ weight 1): fine-tuning on plain text would test whether the model forgets the ta
 whether the method extends it. Each fine-tuned model is scored as the untuned ones.
 
     PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 \\
-        python results/ci-retrieval/methods.py
+        python tools/runs/ci_retrieval_methods.py
 
-Writes rope-methods-marked-mix0.25-rep0.25-w1-steps1800-seed0.json beside this file.
+Writes rope-methods-marked-mix0.25-rep0.25-w1-steps1800-seed0.json in results/ci-retrieval/.
 """
 
 import dataclasses
@@ -35,7 +35,7 @@ from posenc_lib.tasks.retrieval import (
 )
 from posenc_lib.training.train import fit
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parents[2] / "results" / "ci-retrieval"
 CI = get_scale("ci")
 L_TRAIN = CI.seq_len
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)

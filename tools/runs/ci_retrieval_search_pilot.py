@@ -4,7 +4,7 @@ filler, draw seed 0: as make_runs.py --quick) and the accuracy of each answer by
 64 windows at depth 0.5 (how close to retrieving it is when exact match is 0).
 
     PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 python \\
-        results/ci-retrieval/search_pilot.py SCHEME FRACTION STEPS TEMPLATE WEIGHT REPEAT
+        tools/runs/ci_retrieval_search_pilot.py SCHEME FRACTION STEPS TEMPLATE WEIGHT REPEAT
 
 TEMPLATE is ``text`` (PasskeyTemplate()) or ``marked`` (MARKED_TEMPLATE); WEIGHT is
 answer_weight, REPEAT repeat_fraction.
