@@ -1,4 +1,4 @@
-"""Make the runs stored in this folder: NoPE and ALiBi at the ci scale, 1x, 3x and 6x the
+"""Make the runs stored in results/ci-nope-budget/: NoPE and ALiBi at the ci scale, 1x, 3x and 6x the
 ci training steps, seeds 0 and 1 (chapter 08, "A longer training budget").
 
 Run from the repository root, one thread, CPU:

@@ -1,4 +1,4 @@
-"""Make the runs stored in this folder: passkey retrieval and copy gain of the ci models,
+"""Make the runs stored in results/ci-retrieval/: passkey retrieval and copy gain of the ci models,
 plain and trained with passkey windows in the mixture (issue 25).
 
 Run from the repository root, one thread, CPU, e.g.

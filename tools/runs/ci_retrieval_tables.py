@@ -1,4 +1,4 @@
-"""Print the tables of README.md from the JSON runs in this folder.
+"""Print the tables of results/ci-retrieval/README.md from the JSON runs in that folder.
 
     PYTHONPATH=. python tools/runs/ci_retrieval_tables.py [NAME_PART]
 

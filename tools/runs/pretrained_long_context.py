@@ -1,6 +1,6 @@
 """The SmolLM2 runs added for issue 24 (chapter 11), one after another on 2 threads.
 
-Each job is what ``python -m posenc_lib.pretrained.long_context run`` does for one (text, κ, out),
+Each job is what ``python tools/runs/long_context.py run`` does for one (text, κ, out),
 through the same library call (:func:`posenc_lib.pretrained.long_context.run_long_context`),
 except that the model is loaded once and reused by every job (the command line loads
 it once per call), and each job's provenance keeps the commit and clean/dirty state
