@@ -1,6 +1,6 @@
 """Stored results of larger runs (``results/NAME/*.json``), read the same way everywhere.
 
-Sweeps too slow to run live in a notebook are run once with ``python -m posenc_lib.tasks.sweep``
+Sweeps too slow to run live in a notebook are run once with ``python tools/runs/sweep.py``
 and committed under ``results/NAME`` with their provenance. Chapters show them through
 :func:`load_stored_results`, labelled as stored, never as if they had been computed live.
 
@@ -50,7 +50,7 @@ def stored_results_dir(name: str) -> Path:
         f"no stored results {name!r} at {places[0]} (a clone of the book's repository) or "
         f"{places[1]} (an installed wheel of posenc_lib, which carries results/ as package "
         f"data): install posenc_lib at the book's version, or produce them with "
-        f"`python -m posenc_lib.tasks.sweep sweep --config {name} --out results/{name}`"
+        f"`python tools/runs/sweep.py sweep --config {name} --out results/{name}`"
     )
 
 

@@ -7,7 +7,8 @@ import torch
 from posenc_lib import ModelConfig, TrainConfig, train_cached
 from posenc_lib.training.store import cache_key
 
-TINY = TrainConfig(model=ModelConfig(position="alibi", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=4, steps=3)
+TINY = TrainConfig(model=ModelConfig(position="alibi", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=4,
+                   steps=3)
 
 
 def test_second_call_loads_the_same_model(tmp_path, monkeypatch) -> None:

@@ -227,7 +227,7 @@ def test_a_missing_gguf_file_or_folder_is_named(tmp_path) -> None:
 
 
 def test_the_command_line_writes_a_report(tmp_path, monkeypatch) -> None:
-    import posenc_lib.pretrained.checkup as checkup_module
+    from tools.runs import checkup as checkup_module  # the command line
 
     class ByteTokenizer:  # stands in for a real tokenizer: one id per byte, mod 97
         def __call__(self, text, add_special_tokens=False):

@@ -19,6 +19,7 @@ import torch
 from posenc_lib.tasks import sweep as experiments
 from posenc_lib.tasks.sweep import RunSpec, format_table, load_results, plan_sweep, run_sweep, summarize
 from posenc_lib.training.scales import SCALES, Scale
+from tools.runs import sweep as sweep_tool  # the command line
 
 TINY = Scale("tiny", d_model=32, num_layers=1, num_heads=2, seq_len=32, batch_size=8, steps=15, lr=3e-3,
              warmup_steps=2, eval_lengths=(32, 64), eval_tokens=2048, seeds=(0, 1))
@@ -32,8 +33,10 @@ def _private_cache(tmp_path, monkeypatch) -> None:
 
 def test_plan_order_and_evaluation_grid() -> None:
     runs = plan_sweep(TINY, schemes=["rope", "alibi"])
-    assert [r.name for r in runs] == ["rope-Ltrain32-seed0", "alibi-Ltrain32-seed0", "rope-Ltrain32-seed1", "alibi-Ltrain32-seed1"]
-    assert runs[0].eval_plan() == [("nonoverlapping", 32, None), ("sliding", 32, 16), ("nonoverlapping", 64, None), ("sliding", 64, 32)]
+    assert [r.name for r in runs] == ["rope-Ltrain32-seed0", "alibi-Ltrain32-seed0", "rope-Ltrain32-seed1",
+                                      "alibi-Ltrain32-seed1"]
+    assert runs[0].eval_plan() == [("nonoverlapping", 32, None), ("sliding", 32, 16), ("nonoverlapping", 64, None),
+                                   ("sliding", 64, 32)]
     longer = RunSpec(TINY, "rope", 0, 64)
     assert longer.sized_scale().eval_lengths == (64, 128) and longer.train_config().seq_len == 64
     assert len(plan_sweep(SCALES["ci"])) == 18  # six schemes × three seeds
@@ -44,7 +47,8 @@ def test_plan_order_and_evaluation_grid() -> None:
 
 
 def test_result_records_provenance(tmp_path) -> None:
-    (result,) = run_sweep(plan_sweep(TINY, schemes=["alibi"], seeds=[0]), tmp_path / "out", device="cpu", progress=False)
+    (result,) = run_sweep(plan_sweep(TINY, schemes=["alibi"], seeds=[0]), tmp_path / "out", device="cpu",
+                          progress=False)
     prov = result["provenance"]
     assert prov["torch_version"] == torch.__version__ and prov["device"] == "cpu" and prov["device_type"] == "cpu"
     assert prov["git_commit"] is None or len(prov["git_commit"]) == 40
@@ -65,7 +69,8 @@ def test_result_records_provenance(tmp_path) -> None:
     assert isinstance(timing["peak_memory_bytes"], int)
     assert result["run"] == RunSpec(TINY, "alibi", 0, 32).to_dict()
     assert result["train_config"]["model"]["position"] == "alibi"
-    assert {(e["protocol"], e["eval_length"]) for e in result["evaluations"]} == {(p, L) for p in ("nonoverlapping", "sliding") for L in (32, 64)}
+    assert {(e["protocol"], e["eval_length"]) for e in result["evaluations"]} == {
+        (p, L) for p in ("nonoverlapping", "sliding") for L in (32, 64)}
     label = experiments.provenance_label([result])
     assert label.startswith("1 run of scale tiny on cpu, torch ") and prov["date_utc"][:10] in label
     on_disk = json.loads((tmp_path / "out" / "alibi-Ltrain32-seed0.json").read_text())
@@ -106,11 +111,12 @@ def test_interrupted_sweep_resumes_without_rework(tmp_path, monkeypatch) -> None
 
 KILL_SCRIPT = """
 import sys
-from posenc_lib.tasks import sweep as experiments
 from posenc_lib.training.scales import SCALES, Scale
+from tools.runs import sweep as sweep_tool
 SCALES["tiny"] = Scale("tiny", d_model=32, num_layers=1, num_heads=2, seq_len=32, batch_size=8, steps=60, lr=3e-3,
                        warmup_steps=2, eval_lengths=(32, 64, 128), eval_tokens=8192, seeds=(0,))
-sys.exit(experiments.main(["sweep", "--config", "tiny", "--schemes", "rope", "alibi", "t5", "--out", sys.argv[1], "--no-progress", "--device", "cpu"]))
+sys.exit(sweep_tool.main(["sweep", "--config", "tiny", "--schemes", "rope", "alibi", "t5", "--out", sys.argv[1],
+                          "--no-progress", "--device", "cpu"]))
 """
 
 
@@ -118,14 +124,16 @@ def test_killed_process_resumes_and_loses_nothing(tmp_path) -> None:
     """SIGKILL the command line after its first result file appears; rerun; compare."""
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(out)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not list(out.glob("*.json")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     survivors = {p.name: p.read_bytes() for p in out.glob("*.json")}
-    assert "rope-Ltrain32-seed0.json" in survivors and len(survivors) < 3, "kill the sweep while it still has runs to do"
+    assert "rope-Ltrain32-seed0.json" in survivors and len(survivors) < 3, \
+        "kill the sweep while it still has runs to do"
     for content in survivors.values():
         json.loads(content)  # every file that exists is whole
 
@@ -141,14 +149,16 @@ def test_never_overwrites_a_different_run_silently(tmp_path) -> None:
     changed = Scale(**{**TINY.__dict__, "steps": 16})
     with pytest.raises(FileExistsError, match="--overwrite"):
         run_sweep(plan_sweep(changed, schemes=["none"], seeds=[0]), tmp_path, device="cpu", progress=False)
-    (result,) = run_sweep(plan_sweep(changed, schemes=["none"], seeds=[0]), tmp_path, device="cpu", progress=False, overwrite=True)
+    (result,) = run_sweep(plan_sweep(changed, schemes=["none"], seeds=[0]), tmp_path, device="cpu", progress=False,
+                          overwrite=True)
     assert result["train"]["steps"] == 16 and load_results(tmp_path)[0]["train"]["steps"] == 16
 
 
 def _fake_result(scheme: str, seed: int, perplexities: dict[int, float]) -> dict:
     return {
         "run": {"scheme": scheme, "seed": seed},
-        "evaluations": [{"protocol": "nonoverlapping", "eval_length": L, "perplexity": p} for L, p in perplexities.items()],
+        "evaluations": [{"protocol": "nonoverlapping", "eval_length": L, "perplexity": p}
+                        for L, p in perplexities.items()],
     }
 
 
@@ -165,7 +175,7 @@ def test_summary_is_mean_and_sample_std() -> None:
 
 def test_command_line_table(tmp_path, capsys) -> None:
     run_sweep(plan_sweep(TINY, schemes=["t5"], seeds=[0]), tmp_path, device="cpu", progress=False)
-    assert experiments.main(["table", "--out", str(tmp_path)]) == 0
+    assert sweep_tool.main(["table", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("nonoverlapping: perplexity") and "t5" in printed and "sliding" in printed
     with pytest.raises(FileNotFoundError):
@@ -328,7 +338,7 @@ def test_shards_together_run_every_run_exactly_once(tmp_path, monkeypatch) -> No
             argv = ["sweep", "--config", "tiny", "--seeds", "0", "1", "2",
                     "--out", str(out), "--device", "cpu", "--no-progress",
                     "--shard", f"{shard}/{num_shards}"]
-            assert experiments.main(argv) == 0
+            assert sweep_tool.main(argv) == 0
         assert sorted(calls) == sorted(plan) and len(calls) == len(set(calls))
         assert sorted(p.stem for p in out.glob("*.json")) == sorted(plan)
     plan = plan_sweep(TINY, seeds=[0, 1, 2])
@@ -342,7 +352,7 @@ def test_shard_argument_is_checked(capsys) -> None:
         with pytest.raises(ValueError, match="K/N"):
             experiments.parse_shard(bad)
         with pytest.raises(SystemExit):
-            experiments.main(["sweep", "--shard", bad])
+            sweep_tool.main(["sweep", "--shard", bad])
         assert "K/N" in capsys.readouterr().err
     with pytest.raises(ValueError, match="shard"):
         experiments.shard_runs(plan_sweep(TINY), 3, 2)
@@ -361,7 +371,7 @@ def test_model_setting_reaches_every_run_and_is_recorded(tmp_path, monkeypatch) 
     argv = ["sweep", "--config", "tiny", "--schemes", "sinusoidal", "rope", "--seeds", "0",
             "--model", "token_init_std=0.125", "--model", "scale_token_embedding=true",
             "--out", str(tmp_path), "--device", "cpu", "--no-progress"]
-    assert experiments.main(argv) == 0
+    assert sweep_tool.main(argv) == 0
     assert [(m.token_init_std, m.scale_token_embedding) for m in seen] == [(0.125, True)] * 2
     for result in load_results(tmp_path):
         assert result["run"]["scale"]["model_extra"] == {
@@ -376,7 +386,7 @@ def test_model_setting_is_checked(capsys) -> None:
         with pytest.raises(ValueError, match=message):
             experiments.parse_model_setting(bad)
         with pytest.raises(SystemExit):
-            experiments.main(["sweep", "--model", bad])
+            sweep_tool.main(["sweep", "--model", bad])
         assert message in capsys.readouterr().err
     with pytest.raises(ValueError, match="token_init_std must be a finite number > 0"):
-        experiments.main(["sweep", "--config", "ci", "--model", "token_init_std=-1"])
+        sweep_tool.main(["sweep", "--config", "ci", "--model", "token_init_std=-1"])

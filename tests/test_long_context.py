@@ -13,6 +13,7 @@ import torch
 
 import posenc_lib.pretrained.long_context as lc
 from posenc_lib.pretrained.long_context import METHODS, LongContextRun, method_scaling, plan
+from tools.runs import long_context as long_context_tool  # the command line
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (test-only, pinned) is not installed"
@@ -110,9 +111,9 @@ def test_command_line(tmp_path, fake_model, capsys) -> None:
     out = tmp_path / "cli"
     argv = ["run", "--tokens", "150", "--block", "50", "--methods", "none", "dynamic",
             "--factor", "2", "--out", str(out), "--no-progress", "--device", "cpu"]
-    assert lc.main(argv) == 0
+    assert long_context_tool.main(argv) == 0
     printed = capsys.readouterr().out
     assert "dynamic" in printed and "0-49" in printed
-    assert lc.main(["table", "--out", str(out)]) == 0
+    assert long_context_tool.main(["table", "--out", str(out)]) == 0
     stored = json.loads((out / "dynamic-150.json").read_text())
     assert stored["run"]["factor"] == 2.0 and stored["format"] == lc.RESULT_FORMAT

@@ -15,7 +15,7 @@ def test_book_results_are_stored_with_provenance() -> None:
 
 
 def test_missing_results_say_what_to_do() -> None:
-    with pytest.raises(FileNotFoundError, match="sweep --config nonexistent"):
+    with pytest.raises(FileNotFoundError, match="python tools/runs/sweep.py sweep --config nonexistent"):
         stored_results_dir("nonexistent")
 
 

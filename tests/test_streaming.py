@@ -127,3 +127,16 @@ def test_llama_whole_sequence_equals_decoding(tokens, mode) -> None:
         plain = model(tokens).logits
     full, _ = streaming_logits(model, tokens, config_of(mode, cache=30, sinks=3))
     assert (full - plain).abs().max() < 1e-5
+
+
+def test_the_command_line_passes_its_arguments(monkeypatch) -> None:
+    from tools.runs import streaming as streaming_tool
+
+    calls = []
+    monkeypatch.setattr(streaming_tool, "run_pretrained_streaming",
+                        lambda out, **kwargs: calls.append((out, kwargs)))
+    assert streaming_tool.main(["--out", "x.json", "--tokens", "64", "--sinks", "2"]) == 0
+    assert calls == [("x.json", {"num_tokens": 64, "cache": 1024, "sinks": 2, "block": 512,
+                                 "book": "persuasion"})]
+    with pytest.raises(SystemExit):
+        streaming_tool.main(["--tokens", "64"])  # --out is required

@@ -15,9 +15,10 @@ from posenc_lib import (
     train,
 )
 from posenc_lib.training.evaluate import _windows
-from posenc_lib.training.train import _optimizer, learning_rate, weight_decay_factor
+from posenc_lib.training.train import AnswerLoss, fit, learning_rate, make_optimizer, weight_decay_factor
 
-TINY = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=8, steps=12, warmup_steps=2)
+TINY = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2), seq_len=32, batch_size=8,
+                   steps=12, warmup_steps=2)
 
 
 def test_training_is_deterministic_and_learns() -> None:
@@ -27,6 +28,35 @@ def test_training_is_deterministic_and_learns() -> None:
     assert rec_a.losses[-1] < rec_a.losses[0] - 0.5  # from ~ln 256 = 5.5 down
     for pa, pb in zip(model_a.parameters(), model_b.parameters()):
         assert torch.equal(pa, pb)
+
+
+def test_fit_checks_its_batches_and_the_answer_term() -> None:
+    torch.manual_seed(0)
+    model = TransformerLM(TINY.model)
+    inputs = torch.randint(0, 256, (2, TINY.seq_len))
+    few = [(inputs, inputs, None)] * (TINY.steps - 1)
+    with pytest.raises(ValueError, match=f"batches ended after {TINY.steps - 1} of steps={TINY.steps}"):
+        fit(model, few, TINY, progress=False)
+    for bad in ({"rows": 0, "tokens": 5, "weight": 1.0}, {"rows": 1, "tokens": 0, "weight": 1.0},
+                {"rows": 1, "tokens": 5, "weight": -1.0}):
+        with pytest.raises(ValueError, match="AnswerLoss needs"):
+            AnswerLoss(**bad)
+
+
+def test_answer_term_adds_to_the_gradient_not_to_the_reported_loss() -> None:
+    """With the answer term the step reports the same next-byte loss (the one before the
+    update) but moves the weights differently."""
+    inputs = torch.randint(0, 256, (2, TINY.seq_len + 1), generator=torch.Generator().manual_seed(0))
+    batches = {"plain": None, "answer": AnswerLoss(rows=1, tokens=4, weight=1.0)}
+    records, models = {}, {}
+    for name, answer in batches.items():
+        torch.manual_seed(0)
+        models[name] = TransformerLM(TINY.model)
+        one_step = replace(TINY, steps=1)
+        records[name] = fit(models[name], [(inputs[:, :-1], inputs[:, 1:], answer)], one_step, progress=False)
+    assert records["plain"].losses == pytest.approx(records["answer"].losses, abs=1e-6)
+    moved = [not torch.equal(a, b) for a, b in zip(models["plain"].parameters(), models["answer"].parameters())]
+    assert any(moved)
 
 
 def test_windows_cover_every_target_once() -> None:
@@ -65,7 +95,9 @@ def test_evaluation_errors() -> None:
         evaluate_perplexity(model, tokens, 16, stride=17)
     with pytest.raises(ValueError, match="at least"):
         evaluate_perplexity(model, tokens[:10], 16)
-    learned = TrainConfig(model=ModelConfig(position="learned", d_model=32, num_layers=1, num_heads=2, max_positions=32), seq_len=32, batch_size=4, steps=1)
+    learned = TrainConfig(model=ModelConfig(position="learned", d_model=32, num_layers=1, num_heads=2,
+                                            max_positions=32),
+                          seq_len=32, batch_size=4, steps=1)
     with pytest.raises(ValueError, match="max_length=32"):
         evaluate_perplexity(train(learned, progress=False)[0], tokens, 64)
     with pytest.raises(ValueError, match="max_positions=16 is shorter than seq_len=32"):
@@ -86,7 +118,7 @@ def decay_only(config: TrainConfig) -> TransformerLM:
     """The library's optimizer and schedule with every gradient zero: only decay acts."""
     torch.manual_seed(0)
     model = TransformerLM(config.model)
-    optimizer = _optimizer(model, config)
+    optimizer = make_optimizer(model, config, config.position_weight_decay)
     for step in range(config.steps):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config)
@@ -187,8 +219,8 @@ def test_swap_cost_is_zero_without_order_and_matches_a_hand_swap() -> None:
     swapped = window.clone()
     swapped[:, [5, 6]] = window[:, [6, 5]]
     with torch.no_grad():
-        nll = lambda x: torch.nn.functional.cross_entropy(model(x)[:, 7], targets[:, 7],
-                                                          reduction="none")
+        def nll(x):
+            return torch.nn.functional.cross_entropy(model(x)[:, 7], targets[:, 7], reduction="none")
         expected = (nll(swapped) - nll(window)).mean().item()
     assert swap_cost(model, inputs, targets, 7) == pytest.approx(expected, abs=1e-6)
     assert swap_cost(model, inputs, targets, 7) != 0  # RoPE sees the order

@@ -4,7 +4,7 @@
 (:func:`~posenc_lib.tasks.retrieval.make_passkey`,
 :func:`~posenc_lib.tasks.retrieval.sample_passkeys`). A stored run (e.g.
 ``results/pretrained/smollm2-passkey.json``, made by
-``results/pretrained/make_passkey_runs.py``) holds one row per forward pass::
+``tools/runs/pretrained_passkey.py``) holds one row per forward pass::
 
     {"method": "yarn", "length": 16384, "depth": 0.5, "key": "04721",
      "needle_token": 8170, "correct": true, "digits_correct": 5, "seconds": 612.3}

@@ -444,24 +444,3 @@ def run_pretrained_streaming(out: str, *, num_tokens: int = 4096, cache: int = 1
         record["provenance"] = {**started, **_peak_memory(torch.device("cpu"))}
         write_json_atomic(Path(out), record)  # after every mode: a partial run is kept
     return record
-
-
-def main(argv=None) -> int:
-    """``python -m posenc_lib.pretrained.streaming --out FILE [--tokens N --cache C --sinks S]``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=run_pretrained_streaming.__doc__)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--tokens", type=int, default=4096)
-    parser.add_argument("--cache", type=int, default=1024)
-    parser.add_argument("--sinks", type=int, default=4)
-    parser.add_argument("--block", type=int, default=512)
-    parser.add_argument("--book", default="persuasion")
-    args = parser.parse_args(argv)
-    run_pretrained_streaming(args.out, num_tokens=args.tokens, cache=args.cache,
-                             sinks=args.sinks, block=args.block, book=args.book)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

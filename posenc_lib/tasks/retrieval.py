@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import math
 import random
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import torch
@@ -35,8 +34,7 @@ from torch import Tensor, nn
 
 from posenc_lib.training.data import load_corpus, sample_batch
 from posenc_lib.model.transformer import ModelConfig, TransformerLM
-from posenc_lib.training.progress import progress_bar
-from posenc_lib.training.train import TrainConfig, TrainRecord, _optimizer, _training_step, learning_rate
+from posenc_lib.training.train import AnswerLoss, Batch, TrainConfig, TrainRecord, fit, make_optimizer
 
 Encode = Callable[[str], Sequence[int]]
 
@@ -515,24 +513,32 @@ def repeat_training_windows(length: int, stream: Tensor, rng: random.Random,
     return torch.stack(rows)
 
 
-def _weighted_step(model: TransformerLM, optimizer: torch.optim.Optimizer, inputs: Tensor,
-                   targets: Tensor, lr: float, grad_clip: float, use_autocast: bool,
-                   rows: int, answer: int, weight: float) -> float:
-    """As :func:`~posenc_lib.training.train._training_step`, with ``weight`` × the mean loss of
-    the last ``answer`` targets of the first ``rows`` windows added. Returns the batch's
-    mean next-token loss (without the added term)."""
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    with torch.autocast(inputs.device.type, dtype=torch.bfloat16, enabled=use_autocast):
-        logits = model(inputs)  # [batch, seq, vocab]
-    nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")
-    loss = nll.mean()
-    total = loss + weight * nll[:rows, -answer:].mean()
-    optimizer.zero_grad(set_to_none=True)
-    total.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
-    return loss.item()
+def passkey_mix_batches(config: PasskeyMixConfig, tokens: Tensor, generator: torch.Generator,
+                        rng: random.Random) -> Iterator[Batch]:
+    """Endless batches of the mixture of ``config``, for :func:`~posenc_lib.training.train.fit`.
+
+    Each batch is a text batch of ``config.base`` (``batch_size`` windows of ``seq_len``
+    from ``tokens``, drawn with ``generator``) whose first :meth:`~PasskeyMixConfig.passkey_rows`
+    rows are replaced by passkey windows (:func:`passkey_training_windows`) and the next
+    :meth:`~PasskeyMixConfig.repeat_rows` by repeat windows (:func:`repeat_training_windows`),
+    both drawn with ``rng``. With passkey rows and ``answer_weight`` > 0 the batch carries
+    an :class:`~posenc_lib.training.train.AnswerLoss` on their answers; otherwise None.
+    """
+    base = config.base
+    rows, repeats = config.passkey_rows(), config.repeat_rows()
+    answer = None
+    if rows and config.answer_weight > 0:
+        answer = AnswerLoss(rows, config.answer_tokens(), config.answer_weight)
+    while True:
+        inputs, targets = sample_batch(tokens, base.batch_size, base.seq_len, generator)
+        if rows:
+            windows = passkey_training_windows(config, tokens, rng, rows)
+            inputs[:rows], targets[:rows] = windows[:, :-1], windows[:, 1:]
+        if repeats:
+            windows = repeat_training_windows(base.seq_len + 1, tokens, rng, repeats)
+            inputs[rows : rows + repeats] = windows[:, :-1]
+            targets[rows : rows + repeats] = windows[:, 1:]
+        yield inputs, targets, answer
 
 
 def train_passkey_mix(config: PasskeyMixConfig, device: torch.device | str = "cpu", *,
@@ -540,7 +546,8 @@ def train_passkey_mix(config: PasskeyMixConfig, device: torch.device | str = "cp
     """Train a fresh model on the text / passkey mixture of ``config``.
 
     The same initial weights, text batches, optimiser and schedule as
-    :func:`~posenc_lib.training.train.train` with ``config.base``; only the replaced rows differ.
+    :func:`~posenc_lib.training.train.train` with ``config.base``; only the replaced rows differ
+    (:func:`passkey_mix_batches`, passkey draws seeded by ``"passkey-mix-{seed}"``).
 
     Returns:
         ``(model, record)``; the model is in eval mode on ``device``.
@@ -550,42 +557,11 @@ def train_passkey_mix(config: PasskeyMixConfig, device: torch.device | str = "cp
     torch.manual_seed(base.seed)
     model = TransformerLM(base.model).to(device)
     tokens = load_corpus(base.corpus).train
-    generator = torch.Generator().manual_seed(base.seed)
-    rng = random.Random(f"passkey-mix-{base.seed}")
-    optimizer = _optimizer(model, base)
-    use_autocast = base.autocast_dtype == "bfloat16"
-    rows, repeats = config.passkey_rows(), config.repeat_rows()
-    losses: list[float] = []
-    model.train()
-    start = time.perf_counter()
-    bar = progress_bar(range(base.steps), desc=f"train {base.model.position} + passkeys",
-                       enabled=progress)
-    for step in bar:
-        inputs, targets = sample_batch(tokens, base.batch_size, base.seq_len, generator)
-        if rows:
-            windows = passkey_training_windows(config, tokens, rng, rows)
-            inputs[:rows], targets[:rows] = windows[:, :-1], windows[:, 1:]
-        if repeats:
-            windows = repeat_training_windows(base.seq_len + 1, tokens, rng, repeats)
-            inputs[rows : rows + repeats] = windows[:, :-1]
-            targets[rows : rows + repeats] = windows[:, 1:]
-        inputs, targets, lr = inputs.to(device), targets.to(device), learning_rate(step, base)
-        if rows and config.answer_weight > 0:
-            losses.append(_weighted_step(model, optimizer, inputs, targets, lr, base.grad_clip,
-                                         use_autocast, rows, config.answer_tokens(),
-                                         config.answer_weight))
-        else:
-            losses.append(_training_step(model, optimizer, inputs, targets, lr,
-                                         base.grad_clip, use_autocast))
-    wall = time.perf_counter() - start
-    model.eval()
-    record = TrainRecord(
-        losses=losses,
-        wall_time_s=wall,
-        tokens_per_second=base.steps * base.batch_size * base.seq_len / wall,
-        device=str(device),
-        num_parameters=model.num_parameters(),
-    )
+    batches = passkey_mix_batches(config, tokens, torch.Generator().manual_seed(base.seed),
+                                  random.Random(f"passkey-mix-{base.seed}"))
+    record = fit(model, batches, base, optimizer=make_optimizer(model, base, base.position_weight_decay),
+                 use_autocast=base.autocast_dtype == "bfloat16", device=device,
+                 desc=f"train {base.model.position} + passkeys", progress=progress)
     return model, record
 
 

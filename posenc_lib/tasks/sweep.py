@@ -16,14 +16,14 @@ overwritten unless ``overwrite=True`` (``--overwrite``).
 
 Command line::
 
-    python -m posenc_lib.tasks.sweep sweep --config ci --out results/ci
-    python -m posenc_lib.tasks.sweep table --out results/ci
+    python tools/runs/sweep.py sweep --config ci --out results/ci
+    python tools/runs/sweep.py table --out results/ci
 
 A controlled variant of a scale changes one :class:`~posenc_lib.model.transformer.ModelConfig` field
 for every run with ``--model FIELD=VALUE`` (stored in the runs' ``scale.model_extra``, so
 the result files say which variant they hold); give each variant its own ``--out``::
 
-    python -m posenc_lib.tasks.sweep sweep --config ci --schemes sinusoidal rope \\
+    python tools/runs/sweep.py sweep --config ci --schemes sinusoidal rope \\
         --seeds 0 1 --model token_init_std=0.02 --out results/ci-token-std0.02
 
 Scale-out. The runs are independent, so a sweep splits into shards that run anywhere at
@@ -37,19 +37,17 @@ safe. A Slurm array of four GPU jobs, then the table once they are done::
     #!/bin/bash
     #SBATCH --array=1-4
     #SBATCH --gres=gpu:1
-    python -m posenc_lib.tasks.sweep sweep --config gpu --out results/gpu \\
+    python tools/runs/sweep.py sweep --config gpu --out results/gpu \\
         --shard ${SLURM_ARRAY_TASK_ID}/4 --no-progress
 
-    python -m posenc_lib.tasks.sweep table --out results/gpu
+    python tools/runs/sweep.py table --out results/gpu
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import json
-import os
 import platform
 import resource
 import subprocess
@@ -73,7 +71,7 @@ from posenc_lib.training.progress import progress_bar
 # reading stored results needs no torch: they live in posenc_book.stored (the book's build
 # imports them without torch) and are re-exported here, where they were first defined
 from posenc_book.stored import load_results, provenance_label, summarize  # noqa: F401
-from posenc_lib.training.scales import Scale, get_scale
+from posenc_lib.training.scales import Scale, get_scale  # noqa: F401  (get_scale: the doctests use it)
 from posenc_lib.training.train import TrainConfig, train
 
 PROTOCOLS: tuple[str, ...] = ("nonoverlapping", "sliding")
@@ -568,72 +566,3 @@ def parse_model_setting(text: str) -> tuple[str, object]:
     except json.JSONDecodeError:
         value = raw
     return name, value
-
-
-def _model_setting_argument(text: str) -> tuple[str, object]:
-    try:
-        return parse_model_setting(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _shard_argument(text: str) -> tuple[int, int]:
-    try:
-        return parse_shard(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m posenc_lib.tasks.sweep", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sweep = sub.add_parser("sweep", help="train and evaluate schemes × seeds × L_train; resumes from finished runs")
-    sweep.add_argument("--config", default="ci", help="scale: ci (2 CPU cores, minutes), book (CPU, <= 30 min), gpu (one GPU)")
-    sweep.add_argument("--out", default=None, help="results directory (default results/<config>)")
-    sweep.add_argument("--schemes", nargs="+", choices=SCHEMES, default=None, help="default: all six")
-    sweep.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the scale's seeds")
-    sweep.add_argument("--train-lengths", nargs="+", type=int, default=None, help="L_train values (default: the scale's)")
-    sweep.add_argument("--device", default=None, help="cpu, cuda, … (default: CUDA when present)")
-    sweep.add_argument("--overwrite", action="store_true", help="rerun and replace runs that already have a result file")
-    sweep.add_argument("--no-cache", action="store_true", help="always train (do not use the model cache)")
-    sweep.add_argument("--no-progress", action="store_true", help="no progress bars")
-    sweep.add_argument(
-        "--shard", type=_shard_argument, default=None, metavar="K/N",
-        help="run only shard K of N (1 <= K <= N): runs K-1, K-1+N, ... of the plan; "
-        "N workers with K = 1 ... N run every run once (e.g. a Slurm array)",
-    )
-    sweep.add_argument(
-        "--model", type=_model_setting_argument, action="append", default=[],
-        metavar="FIELD=VALUE",
-        help="set a ModelConfig field for every run (repeatable), e.g. "
-        "token_init_std=0.02; stored in the runs' scale.model_extra",
-    )
-    table = sub.add_parser("table", help="print mean ± std perplexity of the results in a directory")
-    table.add_argument("--out", required=True, help="results directory")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m posenc_lib.tasks.sweep``; returns the exit status."""
-    args = _parser().parse_args(argv)
-    if args.command == "table":
-        print(format_table(summarize(load_results(args.out))))
-        return 0
-    scale = get_scale(args.config)
-    if args.model:
-        extra = {**scale.model_extra, **dict(args.model)}
-        scale.train_config(SCHEMES[0], **extra)  # a bad value fails here, naming its field
-        scale = dataclasses.replace(scale, model_extra=extra)
-    runs = plan_sweep(scale, schemes=args.schemes, seeds=args.seeds, train_lengths=args.train_lengths)
-    if args.shard is not None:
-        runs = shard_runs(runs, *args.shard)
-    out = args.out or os.path.join("results", args.config)
-    start = time.perf_counter()
-    results = run_sweep(runs, out, device=args.device, overwrite=args.overwrite, use_cache=not args.no_cache, progress=not args.no_progress)
-    print(format_table(summarize(results)))
-    print(f"\n{len(results)} runs in {out} ({time.perf_counter() - start:.0f} s wall for this invocation)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -109,7 +109,8 @@ def _load_or_run(path: Path, config: TrainConfig | FineTuneConfig | PasskeyMixCo
         return model, record
 
 
-def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *, progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+def train_cached(config: TrainConfig, device: torch.device | str = "cpu", *,
+                 progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
     """Return the model trained from ``config`` on ``device``'s type, training it only if no
     cached copy exists.
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -50,9 +52,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.seq_len < 1 or self.batch_size < 1 or self.steps < 1:
-            raise ValueError(f"seq_len, batch_size and steps must be >= 1, got {self.seq_len}, {self.batch_size}, {self.steps}")
+            raise ValueError("seq_len, batch_size and steps must be >= 1, got "
+                             f"{self.seq_len}, {self.batch_size}, {self.steps}")
         if self.model.position == "learned" and self.model.max_positions < self.seq_len:
-            raise ValueError(f"learned table max_positions={self.model.max_positions} is shorter than seq_len={self.seq_len}")
+            raise ValueError(f"learned table max_positions={self.model.max_positions} is shorter than "
+                             f"seq_len={self.seq_len}")
         if self.position_weight_decay is not None:
             if self.model.position != "learned":
                 raise ValueError(
@@ -88,7 +92,35 @@ class TrainRecord:
         return asdict(self)
 
 
-def learning_rate(step: int, config: TrainConfig) -> float:
+class Recipe(Protocol):
+    """The optimiser settings a run's config gives the loop: :class:`TrainConfig` and
+    :class:`FineTuneConfig` both have them.
+
+    Attributes:
+        lr: peak learning rate (AdamW).
+        warmup_steps: linear warm-up length (steps).
+        steps: optimiser steps.
+        weight_decay: AdamW's decoupled weight decay of matrices.
+        grad_clip: global gradient-norm clip.
+    """
+
+    @property
+    def lr(self) -> float: ...
+
+    @property
+    def warmup_steps(self) -> int: ...
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def weight_decay(self) -> float: ...
+
+    @property
+    def grad_clip(self) -> float: ...
+
+
+def learning_rate(step: int, config: Recipe) -> float:
     """Linear warm-up to ``config.lr``, then cosine decay to 10 % of it at the last step."""
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
@@ -96,7 +128,7 @@ def learning_rate(step: int, config: TrainConfig) -> float:
     return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def weight_decay_factor(config: TrainConfig, weight_decay: float | None = None) -> float:
+def weight_decay_factor(config: Recipe, weight_decay: float | None = None) -> float:
     """The factor by which decoupled weight decay alone scales a weight over a whole run.
 
     AdamW multiplies every decayed weight by (1 − lr_t · λ) at each step t before adding its
@@ -120,40 +152,151 @@ def weight_decay_factor(config: TrainConfig, weight_decay: float | None = None) 
     return math.prod(1 - learning_rate(step, config) * decay for step in range(config.steps))
 
 
-def _optimizer(model: TransformerLM, config: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(model: TransformerLM, config: Recipe,
+                   position_weight_decay: float | None = None) -> torch.optim.Optimizer:
+    """The library's AdamW (betas 0.9, 0.95) for ``model``, at ``config.lr``.
+
+    Matrices and embeddings decay by ``config.weight_decay``; biases and LayerNorm gains
+    (parameters of fewer than 2 dimensions) do not. ``position_weight_decay`` (learned
+    table only, see :class:`TrainConfig`) gives the learned position table a decay of its
+    own; None: it decays like every other matrix.
+    """
     table = model.learned.table.weight if model.learned is not None else None
-    separate = table is not None and config.position_weight_decay is not None
+    separate = table is not None and position_weight_decay is not None
     # matrices and embeddings decay; biases and LayerNorm gains do not
     decay = [p for p in model.parameters() if p.dim() >= 2 and not (separate and p is table)]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if separate:
-        groups.append({"params": [table], "weight_decay": config.position_weight_decay})
+        groups.append({"params": [table], "weight_decay": position_weight_decay})
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95))
 
 
-def _training_step(model: TransformerLM, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
-                   targets: torch.Tensor, lr: float, grad_clip: float, use_autocast: bool) -> float:
-    """One optimiser step on a batch; shared by :func:`train` and :func:`fine_tune`.
+@dataclass(frozen=True)
+class AnswerLoss:
+    """A term added to a batch's loss: ``weight`` × the mean next-token loss of the last
+    ``tokens`` targets of the batch's first ``rows`` windows (the answers of passkey
+    windows, :func:`~posenc_lib.tasks.retrieval.passkey_mix_batches`).
+
+    Raises:
+        ValueError: for ``rows`` or ``tokens`` below 1, or a negative ``weight``.
+    """
+
+    rows: int
+    tokens: int
+    weight: float
+
+    def __post_init__(self) -> None:
+        if self.rows < 1 or self.tokens < 1 or not self.weight >= 0:
+            raise ValueError("AnswerLoss needs rows >= 1, tokens >= 1 and weight >= 0, got "
+                             f"rows={self.rows}, tokens={self.tokens}, weight={self.weight}")
+
+
+Batch = tuple[torch.Tensor, torch.Tensor, AnswerLoss | None]
+"""``(inputs, targets, answer)``: int64 ``[batch, seq]`` byte ids, the targets (inputs
+shifted by one), and an added answer term or None (plain next-byte cross-entropy)."""
+
+
+def training_step(model: TransformerLM, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
+                  targets: torch.Tensor, lr: float, grad_clip: float, use_autocast: bool,
+                  answer: AnswerLoss | None = None) -> float:
+    """One optimiser step on a batch.
 
     ``inputs`` and ``targets`` are ``[batch, seq]`` int64 byte ids on the model's device
     (targets are inputs shifted by one). Sets every group's learning rate to ``lr``,
     clips the gradient's global norm to ``grad_clip``, runs the forward pass in bfloat16
-    autocast if ``use_autocast``. Returns the batch's mean loss in nats per byte.
+    autocast if ``use_autocast``. The loss is the mean next-byte cross-entropy, plus the
+    ``answer`` term if one is given.
+
+    Returns:
+        The batch's mean next-byte loss in nats per byte (without the answer term).
     """
     for group in optimizer.param_groups:
         group["lr"] = lr
     with torch.autocast(inputs.device.type, dtype=torch.bfloat16, enabled=use_autocast):
         logits = model(inputs)  # [batch, seq, vocab]
-    loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())  # in float32 even under autocast
+    if answer is None:
+        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())  # in float32 even under autocast
+        total = loss
+    else:
+        nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # [batch, seq]
+        loss = nll.mean()
+        total = loss + answer.weight * nll[: answer.rows, -answer.tokens :].mean()
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    total.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     return loss.item()
 
 
-def train(config: TrainConfig, device: torch.device | str = "cpu", *, progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+def text_batches(tokens: torch.Tensor, batch_size: int, seq_len: int,
+                 generator: torch.Generator) -> Iterator[Batch]:
+    """Endless batches of random text windows (:func:`~posenc_lib.training.data.sample_batch`),
+    with no answer term: what :func:`train` and :func:`fine_tune` feed :func:`fit`."""
+    while True:
+        inputs, targets = sample_batch(tokens, batch_size, seq_len, generator)
+        yield inputs, targets, None
+
+
+def fit(model: TransformerLM, batches: Iterable[Batch], config: Recipe, *,
+        optimizer: torch.optim.Optimizer | None = None, use_autocast: bool = False,
+        device: torch.device | str | None = None, desc: str = "train",
+        progress: bool = True) -> TrainRecord:
+    """The training loop: ``config.steps`` steps of :func:`training_step`, one batch each.
+
+    Step t runs at ``learning_rate(t, config)`` with the gradient clipped to
+    ``config.grad_clip``. Batches are drawn one per step, just before it (so a seeded
+    batch source is consumed in the same order as the steps), and moved to ``device``.
+    The model is in train mode during the loop and in eval mode after it.
+
+    Args:
+        model: the model to train, in place, on ``device``.
+        batches: ``(inputs, targets, answer | None)`` per step (:data:`Batch`); at least
+            ``config.steps`` of them.
+        config: the schedule and budget (:class:`Recipe`).
+        optimizer: default :func:`make_optimizer` of ``model`` and ``config``.
+        use_autocast: run the forward passes in bfloat16 autocast.
+        device: where the batches go; default the device of the model's parameters.
+        desc: the progress bar's label (stderr; off with ``progress=False``).
+
+    Returns:
+        The :class:`TrainRecord` (loss per step, wall time, throughput).
+
+    Raises:
+        ValueError: if ``batches`` ends before ``config.steps`` steps.
+    """
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    if optimizer is None:
+        optimizer = make_optimizer(model, config)
+    source = iter(batches)
+    losses: list[float] = []
+    tokens = 0
+    model.train()
+    start = time.perf_counter()
+    bar = progress_bar(range(config.steps), desc=desc, enabled=progress)
+    for step in bar:
+        try:
+            inputs, targets, answer = next(source)
+        except StopIteration:
+            raise ValueError(f"batches ended after {step} of steps={config.steps}") from None
+        tokens += inputs.numel()
+        losses.append(training_step(model, optimizer, inputs.to(device), targets.to(device),
+                                    learning_rate(step, config), config.grad_clip, use_autocast, answer))
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)  # shown at the bar's next redraw
+    wall = time.perf_counter() - start
+    model.eval()
+    return TrainRecord(
+        losses=losses,
+        wall_time_s=wall,
+        tokens_per_second=tokens / wall,
+        device=str(device),
+        num_parameters=model.num_parameters(),
+    )
+
+
+def train(config: TrainConfig, device: torch.device | str = "cpu", *,
+          progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
     """Train a fresh model from ``config``; deterministic for a given seed and device.
 
     Shows a progress bar (to stderr; :func:`~posenc_lib.training.progress.progress_bar`) unless
@@ -167,27 +310,10 @@ def train(config: TrainConfig, device: torch.device | str = "cpu", *, progress: 
     model = TransformerLM(config.model).to(device)
     tokens = load_corpus(config.corpus).train
     generator = torch.Generator().manual_seed(config.seed)
-    optimizer = _optimizer(model, config)
-    use_autocast = config.autocast_dtype == "bfloat16"
-    losses: list[float] = []
-    model.train()
-    start = time.perf_counter()
-    bar = progress_bar(range(config.steps), desc=f"train {config.model.position}", enabled=progress)
-    for step in bar:
-        inputs, targets = sample_batch(tokens, config.batch_size, config.seq_len, generator)
-        losses.append(_training_step(model, optimizer, inputs.to(device), targets.to(device),
-                                     learning_rate(step, config), config.grad_clip, use_autocast))
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)  # shown at the bar's next redraw
-    wall = time.perf_counter() - start
-    model.eval()
-    record = TrainRecord(
-        losses=losses,
-        wall_time_s=wall,
-        tokens_per_second=config.steps * config.batch_size * config.seq_len / wall,
-        device=str(device),
-        num_parameters=model.num_parameters(),
-    )
+    batches = text_batches(tokens, config.batch_size, config.seq_len, generator)
+    record = fit(model, batches, config, optimizer=make_optimizer(model, config, config.position_weight_decay),
+                 use_autocast=config.autocast_dtype == "bfloat16", device=device,
+                 desc=f"train {config.model.position}", progress=progress)
     return model, record
 
 
@@ -198,7 +324,8 @@ class FineTuneConfig:
     Chen et al. 2023 extend a trained model's context by changing how RoPE reads
     positions (``rope_scaling``) and then training briefly at the new length; this is
     that recipe at the book's scale. Everything here (the base included) is part of the
-    fine-tuned model's cache key.
+    fine-tuned model's cache key. It is a :class:`Recipe` (its own ``lr``, ``warmup_steps``,
+    ``steps``, ``weight_decay``, ``grad_clip``).
 
     Attributes:
         base: the :class:`TrainConfig` of the model to start from.
@@ -275,24 +402,8 @@ def fine_tune(
     tuned.load_state_dict(model.state_dict())
     tokens = load_corpus(config.base.corpus).train
     generator = torch.Generator().manual_seed(config.base.seed + 1)
-    optimizer = _optimizer(tuned, config)  # type: ignore[arg-type]  # lr, weight_decay
-    use_autocast = config.base.autocast_dtype == "bfloat16"  # as the base was trained
-    losses: list[float] = []
-    tuned.train()
-    start = time.perf_counter()
     method = (config.rope_scaling or {}).get("rope_type", "default")
-    bar = progress_bar(range(config.steps), desc=f"fine-tune {method} at {config.seq_len}", enabled=progress)
-    for step in bar:
-        inputs, targets = sample_batch(tokens, config.batch_size, config.seq_len, generator)
-        losses.append(_training_step(tuned, optimizer, inputs.to(device), targets.to(device),
-                                     learning_rate(step, config), config.grad_clip, use_autocast))  # type: ignore[arg-type]
-    wall = time.perf_counter() - start
-    tuned.eval()
-    record = TrainRecord(
-        losses=losses,
-        wall_time_s=wall,
-        tokens_per_second=config.steps * config.batch_size * config.seq_len / wall,
-        device=str(device),
-        num_parameters=tuned.num_parameters(),
-    )
+    record = fit(tuned, text_batches(tokens, config.batch_size, config.seq_len, generator), config,
+                 use_autocast=config.base.autocast_dtype == "bfloat16",  # as the base was trained
+                 device=device, desc=f"fine-tune {method} at {config.seq_len}", progress=progress)
     return tuned, record

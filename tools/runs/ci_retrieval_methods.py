@@ -9,9 +9,9 @@ weight 1): fine-tuning on plain text would test whether the model forgets the ta
 whether the method extends it. Each fine-tuned model is scored as the untuned ones.
 
     PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 \\
-        python results/ci-retrieval/methods.py
+        python tools/runs/ci_retrieval_methods.py
 
-Writes rope-methods-marked-mix0.25-rep0.25-w1-steps1800-seed0.json beside this file.
+Writes rope-methods-marked-mix0.25-rep0.25-w1-steps1800-seed0.json in results/ci-retrieval/.
 """
 
 import dataclasses
@@ -26,19 +26,16 @@ from posenc_lib.training.store import passkey_mix_cache_key, passkey_mix_cached
 from posenc_lib.training.evaluate import evaluate_perplexity
 from posenc_lib.tasks.sweep import provenance, write_json_atomic
 from posenc_lib.pretrained.long_context import method_scaling
-from posenc_lib.training.data import sample_batch
 from posenc_lib.tasks.retrieval import (
     MARKED_TEMPLATE,
     PasskeyMixConfig,
-    _weighted_step,
     byte_encode,
     passkey_accuracy,
-    passkey_training_windows,
-    repeat_training_windows,
+    passkey_mix_batches,
 )
-from posenc_lib.training.train import _optimizer, learning_rate
+from posenc_lib.training.train import fit
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parents[2] / "results" / "ci-retrieval"
 CI = get_scale("ci")
 L_TRAIN = CI.seq_len
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -68,7 +65,7 @@ def fine_tune_config(base, method: str) -> FineTuneConfig:
 
 
 def mixture_fine_tune(model, recipe: PasskeyMixConfig, config: FineTuneConfig):
-    """train.fine_tune's loop, with the recipe's passkey and repeat rows at seq_len."""
+    """train.fine_tune, with the recipe's passkey and repeat rows at seq_len."""
     torch.manual_seed(config.base.seed)
     tuned = TransformerLM(config.model)
     tuned.load_state_dict(model.state_dict())
@@ -76,23 +73,11 @@ def mixture_fine_tune(model, recipe: PasskeyMixConfig, config: FineTuneConfig):
         recipe.base, seq_len=config.seq_len, batch_size=config.batch_size))
     rows, repeats = long_recipe.passkey_rows(), long_recipe.repeat_rows()
     tokens = load_corpus(config.base.corpus).train
-    generator = torch.Generator().manual_seed(config.base.seed + 1)
-    rng = random.Random(f"passkey-fine-tune-{config.base.seed}")
-    optimizer = _optimizer(tuned, config)
-    tuned.train()
-    losses = []
-    for step in range(config.steps):
-        inputs, targets = sample_batch(tokens, config.batch_size, config.seq_len, generator)
-        windows = passkey_training_windows(long_recipe, tokens, rng, rows)
-        inputs[:rows], targets[:rows] = windows[:, :-1], windows[:, 1:]
-        windows = repeat_training_windows(config.seq_len + 1, tokens, rng, repeats)
-        inputs[rows : rows + repeats] = windows[:, :-1]
-        targets[rows : rows + repeats] = windows[:, 1:]
-        losses.append(_weighted_step(tuned, optimizer, inputs, targets,
-                                     learning_rate(step, config), config.grad_clip, False,
-                                     rows, recipe.answer_tokens(), recipe.answer_weight))
-    tuned.eval()
-    return tuned, {"passkey_rows": rows, "repeat_rows": repeats, "losses": losses}
+    batches = passkey_mix_batches(long_recipe, tokens,
+                                  torch.Generator().manual_seed(config.base.seed + 1),
+                                  random.Random(f"passkey-fine-tune-{config.base.seed}"))
+    record = fit(tuned, batches, config, progress=False)
+    return tuned, {"passkey_rows": rows, "repeat_rows": repeats, "losses": record.losses}
 
 
 def score(model, test, template, length: int) -> tuple[list[dict], float]:

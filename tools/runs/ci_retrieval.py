@@ -1,10 +1,10 @@
-"""Make the runs stored in this folder: passkey retrieval and copy gain of the ci models,
+"""Make the runs stored in results/ci-retrieval/: passkey retrieval and copy gain of the ci models,
 plain and trained with passkey windows in the mixture (issue 25).
 
 Run from the repository root, one thread, CPU, e.g.
 
     PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 \\
-        python results/ci-retrieval/make_runs.py --fraction 0.25 --steps 300 --seeds 0 1
+        python tools/runs/ci_retrieval.py --fraction 0.25 --steps 300 --seeds 0 1
 
 ``--fraction 0`` with the ci budget (300 steps) evaluates the plain ci models (loaded
 with train_cached: a fraction-0 mixture run is the plain run exactly). ``--quick``
@@ -34,7 +34,7 @@ from posenc_lib.tasks.retrieval import (
     passkey_accuracy,
 )
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parents[2] / "results" / "ci-retrieval"
 CI = get_scale("ci")
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 TRIALS = 32  # passkey windows per (L, depth) and seed

@@ -1,12 +1,12 @@
 """The SmolLM2 runs added for issue 24 (chapter 11), one after another on 2 threads.
 
-Each job is what ``python -m posenc_lib.pretrained.long_context run`` does for one (text, κ, out),
+Each job is what ``python tools/runs/long_context.py run`` does for one (text, κ, out),
 through the same library call (:func:`posenc_lib.pretrained.long_context.run_long_context`),
 except that the model is loaded once and reused by every job (the command line loads
 it once per call), and each job's provenance keeps the commit and clean/dirty state
 taken when this script started: the library code that runs is the code imported then.
 
-    PYTHONPATH=. OMP_NUM_THREADS=2 python results/pretrained/make_runs_issue24.py
+    PYTHONPATH=. OMP_NUM_THREADS=2 python tools/runs/pretrained_long_context.py
 
 Jobs (every one at 16 384 tokens, blocks of 2048, float32):
 
@@ -25,7 +25,7 @@ import torch
 
 import posenc_lib.pretrained.long_context as lc
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parents[2] / "results" / "pretrained"
 JOBS = [
     ("persuasion", ["dynamic"], 1.0, "smollm2-persuasion-16384-dynamic-factor1"),
     ("northangerabbey", ["none", "yarn"], 2.0, "smollm2-northangerabbey-16384"),

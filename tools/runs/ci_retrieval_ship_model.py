@@ -2,7 +2,7 @@
 check it live without training: its state dict, and a JSON with its recipe, the file's
 SHA-256 and the model-cache key it was trained under.
 
-    PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 python results/ci-retrieval/ship_model.py
+    PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 python tools/runs/ci_retrieval_ship_model.py
 
 The model comes from the model cache (``passkey_mix_cached``: trained there if absent).
 """
@@ -19,7 +19,7 @@ from posenc_lib.training.store import passkey_mix_cache_key, passkey_mix_cached
 from posenc_lib.tasks.sweep import provenance
 from posenc_lib.tasks.retrieval import MARKED_TEMPLATE, PasskeyMixConfig
 
-MODELS = Path(__file__).resolve().parent / "models"
+MODELS = Path(__file__).resolve().parents[2] / "results" / "ci-retrieval" / "models"
 NAME = "rope-marked-mix0.25-rep0.25-w1-steps1800-seed0"
 
 

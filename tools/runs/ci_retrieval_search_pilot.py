@@ -1,10 +1,10 @@
-"""The recipe-search pilots of README.md's first table: train one mixture model (not
+"""The recipe-search pilots of results/ci-retrieval/README.md's first table: train one mixture model (not
 cached), then print its passkey accuracy at L_train (five depths, 32 windows each, test
-filler, draw seed 0: as make_runs.py --quick) and the accuracy of each answer byte over
+filler, draw seed 0: as ci_retrieval.py --quick) and the accuracy of each answer byte over
 64 windows at depth 0.5 (how close to retrieving it is when exact match is 0).
 
     PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 python \\
-        results/ci-retrieval/search_pilot.py SCHEME FRACTION STEPS TEMPLATE WEIGHT REPEAT
+        tools/runs/ci_retrieval_search_pilot.py SCHEME FRACTION STEPS TEMPLATE WEIGHT REPEAT
 
 TEMPLATE is ``text`` (PasskeyTemplate()) or ``marked`` (MARKED_TEMPLATE); WEIGHT is
 answer_weight, REPEAT repeat_fraction.

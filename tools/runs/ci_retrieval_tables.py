@@ -1,6 +1,6 @@
-"""Print the tables of README.md from the JSON runs in this folder.
+"""Print the tables of results/ci-retrieval/README.md from the JSON runs in that folder.
 
-    PYTHONPATH=. python results/ci-retrieval/tables.py [NAME_PART]
+    PYTHONPATH=. python tools/runs/ci_retrieval_tables.py [NAME_PART]
 
 Only runs whose file name contains NAME_PART (default: every run) are read. Passkey
 accuracy is pooled over seeds (correct / trials); copy gains are the mean over seeds.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parents[2] / "results" / "ci-retrieval"
 part = sys.argv[1] if len(sys.argv) > 1 else ""
 runs = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json"))
         if part in p.name and not p.name.startswith("rope-methods")]

@@ -16,7 +16,7 @@ the most useful cells. An existing file is never overwritten: ``--resume`` conti
 (same configuration; the commit of each resumed session is recorded), ``--force``
 starts it again.
 
-    PYTHONPATH=. OMP_NUM_THREADS=1 python results/pretrained/make_passkey_runs.py \\
+    PYTHONPATH=. OMP_NUM_THREADS=1 python tools/runs/pretrained_passkey.py \\
         --deadline 2026-12-02T08:58
 """
 
@@ -48,7 +48,7 @@ from posenc_lib.pretrained.loading import (
 )
 from posenc_lib.tasks.retrieval import PasskeyTemplate, sample_passkeys
 
-OUT = Path(__file__).resolve().parent / "smollm2-passkey.json"
+OUT = Path(__file__).resolve().parents[2] / "results" / "pretrained" / "smollm2-passkey.json"
 L0 = SMOLLM2.context_length  # 8192
 STRETCH = 2.0
 DIGITS = 5

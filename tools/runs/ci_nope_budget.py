@@ -1,10 +1,10 @@
-"""Make the runs stored in this folder: NoPE and ALiBi at the ci scale, 1x, 3x and 6x the
+"""Make the runs stored in results/ci-nope-budget/: NoPE and ALiBi at the ci scale, 1x, 3x and 6x the
 ci training steps, seeds 0 and 1 (chapter 08, "A longer training budget").
 
 Run from the repository root, one thread, CPU:
 
     PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 \
-        python results/ci-nope-budget/make_runs.py
+        python tools/runs/ci_nope_budget.py
 
 Each run trains through posenc_lib.train_cached (so chapter 08 loads the same models from
 the cache), is evaluated by posenc_lib.tasks.sweep.run_one at L = 128 ... 2048 with both
@@ -24,7 +24,7 @@ from posenc_lib import get_scale, load_corpus, sample_batch, train_cached
 from posenc_lib.training.evaluate import per_position_nll, swap_cost
 from posenc_lib.tasks.sweep import RunSpec, run_one, write_json_atomic
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parents[2] / "results" / "ci-nope-budget"
 CI = get_scale("ci")
 MULTIPLES = (1, 3, 6)  # of the ci budget, 300 steps
 SEEDS = (0, 1)

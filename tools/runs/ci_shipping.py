@@ -3,7 +3,7 @@
 Run from the repository root, one thread, CPU:
 
     PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 \
-        python results/ci-shipping/make_runs.py
+        python tools/runs/ci_shipping.py
 
 Every variant is the ci model (d_model 64, 4 heads, head_dim 16, L_train 128, 300
 steps, Austen) with 4 layers instead of 2, so that a "every 4th layer" pattern has a
@@ -43,7 +43,7 @@ from posenc_lib import (
 from posenc_lib.tasks.sweep import provenance, write_json_atomic
 from posenc_lib.pretrained.long_context import method_scaling
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parents[2] / "results" / "ci-shipping"
 CI = dataclasses.replace(get_scale("ci"), name="ci-4layers", num_layers=4)
 SEEDS = tuple(int(s) for s in sys.argv[1:]) or (0, 1)
 LENGTHS = (128, 256, 512, 1024, 2048)
