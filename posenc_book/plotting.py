@@ -335,3 +335,134 @@ def plot_attention_map(
         ax.set_title(title)
     fig.colorbar(image, ax=ax, label=colorbar_label)
     return fig
+
+
+def plot_condition_bars(
+    values: Mapping[tuple[str, str], float],
+    schemes: Sequence[str],
+    colors: Mapping[str, str],
+    *,
+    ylabel: str,
+    title: str,
+) -> tuple[Figure, Axes]:
+    """Grouped bars: one group per scheme, one bar per condition (in the order of
+    ``colors``), and a black line at 1.0, for ratios such as PPL / PPL(L_train).
+
+    Args:
+        values: ``(scheme, condition)`` → value; a pair that is missing leaves a gap.
+        schemes: the groups, left to right (raw names; shown by display name).
+        colors: condition → colour, also the conditions' order and legend labels.
+        ylabel, title: the axis label and the title.
+
+    Returns:
+        The figure (6.5 × 3.8 inches, laid out, with the legend below) and its axes.
+
+    Raises:
+        ValueError: for a value whose condition has no colour.
+    """
+    unknown = {c for _, c in values} - set(colors)
+    if unknown:
+        raise ValueError(f"colors has no entry for the conditions {sorted(unknown)}")
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    width = 0.8 / len(colors)
+    for j, (condition, color) in enumerate(colors.items()):
+        present = [i for i, s in enumerate(schemes) if (s, condition) in values]
+        xs = [i + (j - (len(colors) - 1) / 2) * width for i in present]
+        ys = [values[schemes[i], condition] for i in present]
+        ax.bar(xs, ys, width, label=condition, color=color)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(schemes)), [scheme_label(s) for s in schemes])
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    fig.tight_layout()
+    legend_below(fig)
+    return fig, ax
+
+
+def plot_rope_pair_terms(curves: Sequence, train_length: int, critical_pair: int) -> Figure:
+    """Each RoPE pair's mean score term against the distance, in two panels: the pairs
+    that complete a full turn within L_train (0 … i_c − 1) and those that do not.
+
+    Args:
+        curves: ``[P, R]``, pair (0 the fastest) × distance r = 0 … R − 1, e.g. the mean
+            over heads of :func:`posenc_lib.rope_score_by_pair` (logits).
+        train_length: L_train; distances from it on are shaded.
+        critical_pair: i_c, 1 … P − 1.
+
+    Returns:
+        The figure (6.5 × 3.4 inches, laid out, legend below; one colour per pair, dark
+        to light from the fastest to the slowest).
+
+    Raises:
+        ValueError: unless 1 ≤ ``critical_pair`` < P.
+    """
+    pairs, reach = len(curves), len(curves[0])
+    if not 1 <= critical_pair < pairs:
+        raise ValueError(f"critical_pair must lie in 1 … {pairs - 1}, got {critical_pair}")
+    fig, axes = plt.subplots(1, 2, figsize=(6.5, 3.4), sharey=True)
+    groups = ((axes[0], range(critical_pair), f"pairs 0–{critical_pair - 1}: full turns"),
+              (axes[1], range(critical_pair, pairs),
+               f"pairs {critical_pair}–{pairs - 1}: no full turn"))
+    for ax, group, title in groups:
+        for i in group:
+            ax.plot(range(reach), curves[i], label=f"pair {i}", linewidth=1,
+                    color=plt.cm.viridis(0.9 * i / (pairs - 1)))
+        ax.axvspan(train_length, reach, color="grey", alpha=0.12)
+        ax.axvline(train_length, color="black", linestyle="--", linewidth=1)
+        ax.set_xlim(0, reach)
+        ax.set_xticks([m * train_length for m in (1, 4, 8) if m * train_length <= reach])
+        ax.set_xlabel("distance r = t − s (bytes)")
+        ax.set_title(title)
+    axes[0].set_ylabel("mean score term (logits)")
+    fig.tight_layout()
+    legend_below(fig, axes, ncol=4)
+    return fig
+
+
+def plot_weight_by_distance(
+    profiles: Mapping[str, Mapping[int, Sequence[float]]],
+    train_length: int,
+    *,
+    layer: int,
+    near: int = 8,
+) -> Figure:
+    """Mean attention weight against the distance, on log-log axes: one panel per scheme
+    (2 × 2), one line per window length (dotted, dashed, solid from the shortest).
+
+    Args:
+        profiles: scheme → window length L → 1-D weight by distance r = 0 … L − 1 (e.g.
+            the mean over heads of :func:`posenc_lib.attention_by_distance`); r = 0 is
+            left out of the log axis. At most 4 schemes and 3 lengths.
+        train_length: L_train, marked by a dashed line.
+        layer: the layer the weights come from (in the titles).
+        near: a distance to label on the x axis besides 1, L_train and the longest L.
+
+    Returns:
+        The figure (6.5 × 5.4 inches, laid out, legend below).
+
+    Raises:
+        ValueError: for more than 4 schemes or 3 lengths.
+    """
+    lengths = sorted({L for by_length in profiles.values() for L in by_length})
+    if len(profiles) > 4 or len(lengths) > 3:
+        raise ValueError(f"at most 4 schemes and 3 lengths, got {len(profiles)} and {len(lengths)}")
+    fig, axes = plt.subplots(2, 2, figsize=(6.5, 5.4), sharex=True, sharey=True)
+    for ax, (scheme, by_length) in zip(axes.flat, profiles.items()):
+        for L, style in zip(lengths, (":", "--", "-")):
+            profile = by_length[L]
+            ax.plot(range(1, len(profile)), profile[1:], style,
+                    color=SCHEME_STYLE[scheme]["color"], label=f"L = {L} bytes")
+        ax.axvline(train_length, color="black", linestyle="--", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{scheme_label(scheme)}, layer {layer}")
+    ticks = [1, near, train_length, lengths[-1]]
+    for ax in axes[1]:
+        ax.set_xticks(ticks, [str(v) for v in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("distance r (bytes)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("mean weight")
+    fig.tight_layout()
+    legend_below(fig, ncol=3)  # the line styles, in the first panel's colour
+    return fig

@@ -160,3 +160,77 @@ def test_errors() -> None:
         rope_pair_dims(rotary, [4])
     with pytest.raises(ValueError, match="distances must lie in 0"):
         rope_score_by_pair(rotary, torch.randn(1, 4, 16), [4])
+
+
+def test_attention_input_is_what_the_layer_receives() -> None:
+    from posenc_lib.analysis.attention_maps import attention_input
+
+    model = TransformerLM(ModelConfig(position="rope", d_model=32, num_layers=2, num_heads=4)).eval()
+    tokens = torch.randint(0, 256, (2, 9))
+    seen = {}
+    handle = model.blocks[1].attn.register_forward_hook(lambda mod, args, out: seen.update(x=args[0]))
+    model(tokens)
+    handle.remove()
+    assert torch.equal(attention_input(model, tokens, 1), seen["x"])
+    with pytest.raises(ValueError, match="layer must lie in"):
+        attention_input(model, tokens, 2)
+
+
+def test_mean_pair_prediction_is_exact_for_constant_queries_and_keys() -> None:
+    # every position has the same input, so each pair's query and key are their own means:
+    # the measured mean term at each distance is exactly the prediction
+    from posenc_lib import rope_inverse_frequencies
+    from posenc_lib.analysis.attention_maps import rope_mean_pair_prediction
+
+    torch.manual_seed(0)
+    attn = SelfAttention(32, 4, rotary=RotaryEmbedding(8)).eval()
+    x = torch.randn(1, 1, 32).expand(2, 12, 32)
+    measured = rope_score_by_pair(attn, x, range(10)).double().mean(0)  # (P, R)
+    theta = rope_inverse_frequencies(8, 10000.0)
+    predicted = rope_mean_pair_prediction(attn, x, range(10), theta)
+    assert predicted.shape == (4, 10) and predicted.dtype == torch.float64
+    assert torch.allclose(predicted, measured, atol=1e-5)
+    with pytest.raises(ValueError, match="inverse_frequencies must have shape"):
+        rope_mean_pair_prediction(attn, x, range(10), theta[:3])
+
+
+def test_excess_over_range_and_effective_share() -> None:
+    from posenc_lib.analysis.attention_maps import effective_share, excess_over_range
+
+    curve = torch.tensor([0.0, 1.0, 0.5, 3.0, -1.0])
+    assert excess_over_range(curve, 3) == pytest.approx(2.0)  # 3 is 2 above a range of 1
+    assert excess_over_range(torch.tensor([0.0, 1.0, 0.5, 0.2]), 2) == 0.0
+    assert effective_share(torch.ones(8)) == pytest.approx(1.0)
+    assert effective_share(torch.tensor([0.0, 5.0, 0.0, 0.0])) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="split"):
+        excess_over_range(curve, 5)
+    with pytest.raises(ValueError, match="positive sum"):
+        effective_share(torch.zeros(3))
+
+
+def test_last_queries_attention_summarises_the_last_queries() -> None:
+    from posenc_lib.analysis.attention_maps import last_queries_attention
+
+    model = TransformerLM(ModelConfig(position="alibi", d_model=32, num_layers=1, num_heads=4)).eval()
+    tokens = torch.randint(0, 256, (2, 16))
+    seen = last_queries_attention(model, tokens, 0, last_queries=4, beyond=8, near=2)
+    probs = attention_probabilities(model, tokens, 0)
+    assert seen["entropy"] == pytest.approx(attention_entropy(probs, skip_first=12).mean().item())
+    assert seen["beyond"] == pytest.approx(attention_mass_beyond(probs, 8, skip_first=12).mean().item())
+    assert seen["near"] == pytest.approx(1 - attention_mass_beyond(probs, 2, skip_first=12).mean().item())
+    assert torch.equal(seen["profile"], attention_by_distance(probs, skip_first=12))
+
+
+def test_far_weight_follows_score() -> None:
+    from posenc_lib.analysis.attention_maps import far_weight_follows_score
+
+    # one head, one pair, 6 distances; L_train = 3: the score at r = 4 is above the range
+    score = torch.tensor([[[1.0, 0.5, 0.2, 0.1, 2.0, 0.0]]])
+    weight = torch.exp(score[0].sum(0, keepdim=True))  # log weight = score: correlation 1
+    follows = far_weight_follows_score(score, weight, 3)
+    assert follows["corr"].tolist() == pytest.approx([1.0])
+    assert follows["above"].tolist() == [1]
+    far = weight[0, 3:]
+    assert follows["share"].tolist() == pytest.approx([(far[1] / far.sum()).item()])
+    with pytest.raises(ValueError, match="train_length"):
+        far_weight_follows_score(score, weight, 6)

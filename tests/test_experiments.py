@@ -390,3 +390,87 @@ def test_model_setting_is_checked(capsys) -> None:
         assert message in capsys.readouterr().err
     with pytest.raises(ValueError, match="token_init_std must be a finite number > 0"):
         sweep_tool.main(["sweep", "--config", "ci", "--model", "token_init_std=-1"])
+
+
+def _two_protocol_runs() -> list[dict]:
+    """Three seeds of ALiBi and RoPE and one learned table, under both protocols."""
+    runs = []
+    for seed, level in enumerate([8.0, 10.0, 12.0]):
+        runs.append(_fake_run("alibi", seed, {
+            "nonoverlapping": {128: level, 256: 0.99 * level},
+            "sliding": {128: 0.98 * level, 256: 0.98 * 1.01 * level}}))
+        runs.append(_fake_run("rope", seed, {
+            "nonoverlapping": {128: level - 1, 256: 2 * (level - 1)},
+            "sliding": {128: level - 1, 256: (2 + seed) * (level - 1)}}))
+    runs.append(_fake_run("learned", 0, {"nonoverlapping": {128: 9.0, 256: None},
+                                         "sliding": {128: 9.0, 256: None}}))
+    return runs
+
+
+def test_seed_values_are_one_number_per_seed() -> None:
+    runs = _two_protocol_runs()
+    levels = experiments.seed_values(runs, "nonoverlapping", "alibi")
+    assert levels.index.name == "seed" and levels.to_dict() == {0: 8.0, 1: 10.0, 2: 12.0}
+    ratios = experiments.seed_values(runs, "sliding", "rope", 2, value="ratio")
+    assert ratios.to_list() == pytest.approx([2.0, 3.0, 4.0])
+    assert experiments.level_spread(runs, "nonoverlapping", "alibi") == pytest.approx(
+        statistics.stdev([8.0, 10.0, 12.0]) / 10.0)
+    with pytest.raises(ValueError, match="scheme='learned' at multiple=2"):
+        experiments.seed_values(runs, "sliding", "learned", 2)
+    with pytest.raises(ValueError, match="value must be"):
+        experiments.seed_values(runs, "sliding", "rope", value="nll")
+
+
+def test_protocol_gap_is_sliding_over_nonoverlapping_per_seed() -> None:
+    runs = _two_protocol_runs()
+    assert experiments.protocol_gap(runs, "alibi").to_list() == pytest.approx([-0.02] * 3)
+    assert experiments.protocol_gap(runs, "rope", 2).to_list() == pytest.approx([0.0, 0.5, 1.0])
+
+
+def test_protocol_tables_stack_both_summary_tables() -> None:
+    runs = _two_protocol_runs()
+    table = experiments.protocol_tables(runs)
+    assert table.index.names == ["protocol", "scheme"]
+    for protocol, label in experiments.PROTOCOL_LABELS.items():
+        assert table.loc[label].equals(experiments.summary_table(runs, protocol))
+    ratios = experiments.protocol_tables(runs, value="ratio", digits=3)
+    assert ratios.loc[("sliding", "RoPE"), 2] == "3.000 ± 1.000"
+
+
+def test_ratio_spread_table_puts_the_level_spread_beside_the_ratio() -> None:
+    runs = _two_protocol_runs()
+    table = experiments.ratio_spread_table(runs, 2)
+    assert list(table.index) == [("non-overlapping", "RoPE"), ("non-overlapping", "ALiBi"),
+                                 ("sliding", "RoPE"), ("sliding", "ALiBi")]
+    assert list(table.columns) == ["ratio at 2×: mean", "ratio at 2×: std", "ratio at 2×: min",
+                                   "ratio at 2×: max", "level at L_train: std / mean"]
+    alibi = table.loc[("non-overlapping", "ALiBi")]
+    assert alibi["ratio at 2×: mean"] == pytest.approx(0.99)
+    assert alibi["ratio at 2×: std"] == pytest.approx(0.0, abs=1e-12)
+    assert alibi["level at L_train: std / mean"] == pytest.approx(0.2)
+
+
+def test_per_byte_spreads_the_rise_over_the_bytes_of_a_token() -> None:
+    assert experiments.per_byte(2.0 ** 5.3) == pytest.approx(2.0)
+    assert experiments.per_byte(8.0, 3) == pytest.approx(2.0)
+    wt103 = {s: experiments.WT103_BYTES[s] / experiments.WT103_TOKENS[s] for s in experiments.WT103_TOKENS}
+    assert all(abs(b - experiments.WT103_BYTES_PER_TOKEN) < 0.05 for b in wt103.values())
+    with pytest.raises(ValueError, match="ratio_per_token must be > 0"):
+        experiments.per_byte(0.0)
+    with pytest.raises(ValueError, match="bytes_per_token must be > 0"):
+        experiments.per_byte(2.0, -1)
+
+
+def test_press_ratios_and_table() -> None:
+    press = experiments.press_ratios()
+    assert press["nonoverlapping"]["alibi"] == pytest.approx((18.73 / 19.73, 18.41 / 19.73))
+    assert "rope" not in press["sliding"]
+    runs = [_fake_run(s, 0, {p: {128: 10.0, 256: 11.0, 512: 12.0} for p in experiments.PROTOCOLS})
+            for s in ("sinusoidal", "rope", "alibi", "t5")]
+    table = experiments.press_table(runs, "ours")
+    row = table.loc[("non-overlapping", "ALiBi")]
+    assert row[("2×", "Press, per word")] == pytest.approx(18.73 / 19.73)
+    assert row[("2×", "Press, per byte")] == pytest.approx(experiments.per_byte(18.73 / 19.73))
+    assert row[("4×", "ours")] == pytest.approx(1.2)
+    assert math.isnan(table.loc[("sliding", "RoPE"), ("2×", "Press, per word")])
+    assert table.loc[("sliding", "RoPE"), ("2×", "ours")] == pytest.approx(1.1)

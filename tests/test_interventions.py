@@ -189,3 +189,24 @@ def test_errors() -> None:
     with pytest.raises(ValueError, match="pairs must lie in 0"):
         with clamped_rope_distances(tiny("rope"), 2, pairs=[4]):
             pass
+
+
+def test_long_window_conditions_are_the_interventions() -> None:
+    from posenc_lib.analysis.interventions import long_window_conditions
+
+    model = tiny("rope")
+    tokens = torch.randint(0, 256, (2, 16))
+
+    def score(m, length, batch_size=None):  # mean logit of the first `length` tokens
+        return m(tokens[:, :length]).mean().item()
+
+    got = long_window_conditions(model, score, 4, (2, 4), clamp_distances=True)
+    assert list(got) == ["shifted positions", "sliding attention", "clamped distances"]
+    with shifted_positions(model, 4):
+        assert got["shifted positions"][2] == score(model, 4)
+    with sliding_window(model, 4):
+        assert got["sliding attention"][4] == score(model, 16)
+    with clamped_rope_distances(model, 3):
+        assert got["clamped distances"][2] == score(model, 8)
+    assert list(long_window_conditions(tiny("alibi"), score, 4, (2,))) == [
+        "shifted positions", "sliding attention"]

@@ -202,3 +202,43 @@ def test_legend_below_sits_under_the_axes_and_covers_nothing() -> None:
     assert box.y1 <= below.y0 + 1, "the legend must hang below the x label"
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
     assert texts == ["ALiBi", "RoPE", "Sinusoidal", "Learned"]
+
+
+def test_condition_bars_leave_gaps_for_missing_pairs() -> None:
+    from posenc_book.plotting import plot_condition_bars
+
+    colors = {"a": "#111111", "b": "#222222"}
+    fig, ax = plot_condition_bars({("rope", "a"): 2.0, ("rope", "b"): 1.5, ("alibi", "a"): 1.0},
+                                  ["rope", "alibi"], colors, ylabel="ratio", title="t")
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights == [1.0, 1.5, 2.0]  # no bar for (alibi, b)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["RoPE", "ALiBi"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["a", "b"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no entry for the conditions"):
+        plot_condition_bars({("rope", "c"): 1.0}, ["rope"], colors, ylabel="", title="")
+
+
+def test_rope_pair_terms_split_at_the_critical_pair() -> None:
+    from posenc_book.plotting import plot_rope_pair_terms
+
+    curves = torch.randn(8, 64)
+    fig = plot_rope_pair_terms(curves, 8, 5)
+    left, right = fig.axes
+    assert len(left.get_lines()) == 5 + 1 and len(right.get_lines()) == 3 + 1  # + L_train line
+    assert right.get_title() == "pairs 5–7: no full turn"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="critical_pair"):
+        plot_rope_pair_terms(curves, 8, 8)
+
+
+def test_weight_by_distance_one_panel_per_scheme() -> None:
+    from posenc_book.plotting import plot_weight_by_distance
+
+    profiles = {s: {L: torch.rand(L) + 0.1 for L in (16, 64)} for s in ("none", "rope")}
+    fig = plot_weight_by_distance(profiles, 16, layer=1, near=4)
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["NoPE, layer 1", "RoPE, layer 1"]
+    assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == ["1", "4", "16", "64"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at most 4 schemes"):
+        plot_weight_by_distance({s: {16: torch.rand(16)} for s in "abcde"}, 16, layer=0)

@@ -26,3 +26,18 @@ def test_errors() -> None:
         get_scale("huge")
     with pytest.raises(ValueError, match="sliding_divisor must be >= 1"):
         Scale("x", 32, 1, 2, 32, 8, 10, 1e-3, 1, (32,), 64, sliding_divisor=0)
+
+
+def test_describe_scale_lists_the_settings_under_display_names() -> None:
+    from posenc_lib import TransformerLM, describe_scale, load_corpus
+    from posenc_lib.training.scales import SCALE_FIELDS
+
+    ci = get_scale("ci")
+    row = describe_scale("ci")
+    assert list(row)[: len(SCALE_FIELDS)] == list(SCALE_FIELDS)
+    assert row["L_train (bytes)"] == ci.seq_len and row["corpus"] == ci.corpus
+    assert row["test bytes per evaluation"] == (ci.sweep_eval_tokens or ci.eval_tokens)
+    assert row["parameters (RoPE model)"] == TransformerLM(ci.train_config("rope").model).num_parameters()
+    assert row["training split (bytes)"] == load_corpus(ci.corpus).train.numel()
+    with pytest.raises(ValueError, match="unknown scale"):
+        describe_scale("huge")

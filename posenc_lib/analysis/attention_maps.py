@@ -274,3 +274,181 @@ def rope_score_by_pair(
     counts = (t - lags).double()  # queries t ≥ r that have a key at distance r
     mean = lagged[..., lags].sum(dim=0) / (q.shape[0] * counts)  # (H, P, R)
     return (mean / math.sqrt(attn.head_dim)).float()
+
+
+@torch.no_grad()
+def attention_input(model: TransformerLM, tokens: Tensor, layer: int) -> Tensor:
+    """The input of one layer's attention for ``tokens`` (after the block's layer norm).
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM`.
+        tokens: integer ``[B, T]``.
+        layer: block index, 0 … num_layers − 1.
+
+    Returns:
+        ``[B, T, C]`` in the model's dtype: what ``model.blocks[layer].attn`` receives, e.g.
+        for :func:`rope_score_by_pair`.
+
+    Raises:
+        ValueError: for a layer index out of range.
+    """
+    if not 0 <= layer < len(model.blocks):
+        raise ValueError(f"layer must lie in 0 … {len(model.blocks) - 1}, got layer={layer}")
+    captured: dict[str, Tensor] = {}
+    handle = model.blocks[layer].attn.register_forward_pre_hook(
+        lambda module, args: captured.update(x=args[0]))
+    try:
+        model(tokens)
+    finally:
+        handle.remove()
+    return captured["x"]
+
+
+@torch.no_grad()
+def rope_mean_pair_prediction(attn: SelfAttention, x: Tensor, distances: Sequence[int],
+                              inverse_frequencies: Tensor) -> Tensor:
+    """Each RoPE pair's mean score term at distance r predicted from the mean query and the
+    mean key alone: Re(q̄_i · conj(k̄_i) · e^{i r θ_i}) / √D, averaged over the heads.
+
+    With q̄_i, k̄_i the mean over batch and positions of pair i's unrotated query and key
+    (as complex numbers), this is what :func:`rope_score_by_pair` would measure if the
+    contents of a query and a key at distance r were unrelated: a wave of wavelength
+    2π/θ_i.
+
+    Args:
+        attn: a RoPE :class:`~posenc_lib.model.attention.SelfAttention`.
+        x: its input ``[B, T, C]`` (:func:`attention_input`).
+        distances: the distances r (any integers ≥ 0).
+        inverse_frequencies: θ_i of each pair, ``[P]`` (rad per position).
+
+    Returns:
+        float64 ``[P, R]``: pair (0 the fastest) × distance, like the mean over heads of
+        :func:`rope_score_by_pair`.
+
+    Raises:
+        ValueError: if the layer has no rotary embedding or ``inverse_frequencies`` does
+            not hold one θ per rotated pair.
+    """
+    if attn.rotary is None:
+        raise ValueError("a pair prediction needs a RoPE attention layer (rotary=None here)")
+    pairs = attn.rotary.rotary_dim // 2
+    if inverse_frequencies.shape != (pairs,):
+        raise ValueError(f"inverse_frequencies must have shape ({pairs},), got "
+                         f"{tuple(inverse_frequencies.shape)}")
+    theta = inverse_frequencies.double()
+    r_axis = torch.as_tensor(list(distances)).double()
+    no_rotation = torch.zeros(x.shape[1], dtype=torch.long, device=x.device)
+    q_raw, k_raw, _ = attn.project(x, no_rotation)  # (B, H, T, D), before any rotation
+    predicted = []
+    for i in range(pairs):
+        first, second = rope_pair_dims(attn, [i]).tolist()  # pair i, as a complex
+        q_mean = torch.complex(q_raw[..., first].double(), q_raw[..., second].double())
+        k_mean = torch.complex(k_raw[..., first].double(), k_raw[..., second].double())
+        q_mean, k_mean = q_mean.mean((0, 2)), k_mean.mean((0, 2))  # (H,): over B and t
+        turn = torch.exp(1j * r_axis * theta[i])  # (R,)
+        wave = (q_mean[:, None] * k_mean.conj()[:, None] * turn).real  # (H, R)
+        predicted.append(wave.mean(0) / math.sqrt(attn.head_dim))
+    return torch.stack(predicted)  # (P, R)
+
+
+def excess_over_range(curve: Tensor, split: int) -> float:
+    """How far a curve's part from index ``split`` on leaves the range [min, max] of its
+    part before ``split``, as a share of that range (0 when it stays inside).
+
+    Args:
+        curve: 1-D, at least ``split`` + 1 values (e.g. a mean score term by distance,
+            split at L_train).
+        split: 1 … len(curve) − 1.
+
+    Raises:
+        ValueError: for a curve that is not 1-D or a split outside 1 … len(curve) − 1.
+    """
+    if curve.dim() != 1 or not 1 <= split < len(curve):
+        raise ValueError(f"need a 1-D curve and 1 <= split < len(curve), got shape "
+                         f"{tuple(curve.shape)} and split={split}")
+    inside, outside = curve[:split], curve[split:]
+    over = max((outside.max() - inside.max()).item(),
+               (inside.min() - outside.min()).item(), 0.0)
+    return over / (inside.max() - inside.min()).item()
+
+
+def effective_share(weights: Tensor) -> float:
+    """The effective number of entries of a distribution, 1 / Σ q², as a share of its
+    length: 1 for equal weights, 1/n for all weight on one of n entries.
+
+    Args:
+        weights: 1-D, non-negative, not all zero (normalised here: q = w / Σ w).
+
+    Raises:
+        ValueError: for weights that are not 1-D or sum to zero.
+    """
+    if weights.dim() != 1 or not weights.sum() > 0:
+        raise ValueError("weights must be 1-D with a positive sum")
+    q = weights / weights.sum()
+    return (1 / q.pow(2).sum()).item() / len(q)
+
+
+def last_queries_attention(model: TransformerLM, tokens: Tensor, layer: int, *,
+                           last_queries: int, beyond: int, near: int) -> dict:
+    """Summaries of one layer's attention for the last ``last_queries`` queries of
+    ``tokens`` (the first T − last_queries are skipped), each the mean over the batch,
+    the heads and those queries.
+
+    Returns:
+        ``entropy`` (nats, :func:`attention_entropy`), ``near`` (share of the weight on
+        the nearest ``near`` keys), ``beyond`` (share on keys more than ``beyond`` back,
+        :func:`attention_mass_beyond`), all floats, and ``profile``: float32 ``[H, T]``,
+        the mean weight by distance per head (:func:`attention_by_distance`).
+
+    Raises:
+        ValueError: as :func:`attention_probabilities` and the summaries (e.g.
+            ``last_queries`` larger than T).
+    """
+    probs = attention_probabilities(model, tokens, layer)  # (B, H, T, T)
+    skip = tokens.shape[1] - last_queries
+    return {
+        "entropy": attention_entropy(probs, skip_first=skip).mean().item(),
+        "near": 1 - attention_mass_beyond(probs, near, skip_first=skip).mean().item(),
+        "beyond": attention_mass_beyond(probs, beyond, skip_first=skip).mean().item(),
+        "profile": attention_by_distance(probs, skip_first=skip),
+    }
+
+
+def far_weight_follows_score(score_by_pair: Tensor, weight_by_distance: Tensor,
+                             train_length: int) -> dict[str, Tensor]:
+    """Per head, does the attention weight past L_train follow the mean score there?
+
+    For each head h, over the distances r = L_train … R − 1 (R the distances of
+    ``score_by_pair``): the correlation of log weight with the mean score (summed over
+    the pairs), the number of distances whose mean score is higher than anywhere at
+    r < L_train, and their share of the weight at r ≥ L_train.
+
+    Args:
+        score_by_pair: ``[H, P, R]`` from :func:`rope_score_by_pair` (distances 0 … R − 1).
+        weight_by_distance: ``[H, T]``, T ≥ R, from :func:`attention_by_distance`.
+        train_length: L_train, 1 … R − 1.
+
+    Returns:
+        float64 ``corr``, int64 ``above`` and float64 ``share``, each ``[H]``.
+
+    Raises:
+        ValueError: for mismatched heads, T < R, or L_train outside 1 … R − 1.
+    """
+    heads, _, reach = score_by_pair.shape
+    if weight_by_distance.shape[0] != heads or weight_by_distance.shape[1] < reach:
+        raise ValueError(f"weight_by_distance must be [{heads}, T >= {reach}], got "
+                         f"{list(weight_by_distance.shape)}")
+    if not 1 <= train_length < reach:
+        raise ValueError(f"train_length must lie in 1 … {reach - 1}, got {train_length}")
+    far = slice(train_length, reach)
+    mean_score = score_by_pair.sum(1)  # (H, R): mean score at each distance, all pairs
+    corr, above_counts, shares = [], [], []
+    for h in range(heads):
+        weight = weight_by_distance[h, :reach].double()  # mean weight at each distance
+        score = mean_score[h].double()
+        above = score[far] > score[:train_length].max()  # higher than anywhere before
+        corr.append(torch.corrcoef(torch.stack([weight[far].log(), score[far]]))[0, 1].item())
+        above_counts.append(int(above.sum()))
+        shares.append((weight[far][above].sum() / weight[far].sum()).item())
+    return {"corr": torch.tensor(corr, dtype=torch.float64),
+            "above": torch.tensor(above_counts), "share": torch.tensor(shares, dtype=torch.float64)}

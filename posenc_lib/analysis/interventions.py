@@ -26,7 +26,7 @@ Shapes: B batch, H heads, T sequence, D = head_dim, C = d_model.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -279,3 +279,50 @@ def clamped_rope_distances(
     finally:
         for handle in handles:
             handle.remove()
+
+
+def long_window_conditions(
+    model: TransformerLM,
+    score: Callable[..., float],
+    train_length: int,
+    multiples: Sequence[int] = (4, 16),
+    *,
+    clamp_distances: bool = False,
+) -> dict[str, dict[int, float]]:
+    """Score a model under the interventions that each change one thing a long window of
+    L = k × L_train brings, for every k of ``multiples``:
+
+    * ``"shifted positions"``: windows of L_train, positions shifted by (k − 1) L_train
+      (:func:`shifted_positions`): the new positions alone;
+    * ``"sliding attention"``: windows of L, each query sees its last L_train keys
+      (:func:`sliding_window`): the long window without the distances past L_train;
+    * ``"clamped distances"`` (only with ``clamp_distances``, RoPE): windows of L, every
+      distance clamped to L_train − 1 (:func:`clamped_rope_distances`), two windows at a
+      time (the clamp builds two score matrices per layer).
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM`.
+        score: ``score(model, length, **options)`` → a number, e.g. the perplexity of
+            windows of ``length`` over a fixed span of text (options: ``batch_size``).
+        train_length: L_train.
+        multiples: the k to score.
+        clamp_distances: also score the clamp (the model must use RoPE).
+
+    Returns:
+        condition → k → score, in the order listed above.
+
+    Raises:
+        ValueError: from the interventions (e.g. a clamp on a model without RoPE).
+    """
+    conditions: dict[str, dict[int, float]] = {"shifted positions": {}, "sliding attention": {}}
+    for k in multiples:
+        with shifted_positions(model, (k - 1) * train_length):
+            conditions["shifted positions"][k] = score(model, train_length)
+        with sliding_window(model, train_length):
+            conditions["sliding attention"][k] = score(model, k * train_length)
+    if clamp_distances:
+        conditions["clamped distances"] = {}
+        for k in multiples:
+            with clamped_rope_distances(model, train_length - 1):
+                conditions["clamped distances"][k] = score(model, k * train_length, batch_size=2)
+    return conditions

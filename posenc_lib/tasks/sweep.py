@@ -566,3 +566,215 @@ def parse_model_setting(text: str) -> tuple[str, object]:
     except json.JSONDecodeError:
         value = raw
     return name, value
+
+
+# --- Per-seed statistics and tables of the sweep chapter (chapter 09)
+
+PROTOCOL_LABELS: dict[str, str] = {"nonoverlapping": "non-overlapping", "sliding": "sliding"}
+"""Display name of each evaluation protocol of :data:`PROTOCOLS`."""
+
+
+def protocol_tables(results: Iterable[dict], value: str = "perplexity", *, digits: int = 2) -> pd.DataFrame:
+    """:func:`summary_table` of both protocols, one above the other.
+
+    Args:
+        results: result records (several seeds of the same schemes).
+        value: ``"perplexity"`` or ``"ratio"``, as in :func:`summary_table`.
+        digits: decimals shown.
+
+    Returns:
+        A DataFrame of ``"mean ± std"`` strings indexed by (``protocol``, ``scheme``): the
+        protocols' display names (:data:`PROTOCOL_LABELS`) and the schemes'.
+
+    Raises:
+        ValueError: as :func:`summary_table`.
+    """
+    results = list(results)
+    return pd.concat(
+        {PROTOCOL_LABELS[p]: summary_table(results, p, value=value, digits=digits) for p in PROTOCOLS},
+        names=["protocol", "scheme"],
+    )
+
+
+def seed_values(
+    results: Iterable[dict], protocol: str, scheme: str, multiple: float = 1, *, value: str = "perplexity"
+) -> pd.Series:
+    """One number per seed: a scheme's perplexity (or ratio) at L = ``multiple`` × L_train.
+
+    Args:
+        results: result records.
+        protocol: ``"nonoverlapping"`` or ``"sliding"``.
+        scheme: a scheme name of :data:`~posenc_lib.model.transformer.SCHEMES`.
+        multiple: L / L_train (1 is L_train itself).
+        value: a numeric column of :func:`results_frame`: ``"perplexity"`` (no unit),
+            ``"bits_per_byte"`` or ``"ratio"`` (PPL(L) / PPL(L_train) of the same run).
+
+    Returns:
+        A float Series indexed by ``seed`` (ascending), named ``value``.
+
+    Raises:
+        ValueError: for an unknown ``value``, or if no run of ``scheme`` has an
+            evaluation under ``protocol`` at that multiple (e.g. the learned table past
+            L_train); as :func:`results_frame`.
+    """
+    if value not in ("perplexity", "bits_per_byte", "ratio"):
+        raise ValueError(f"value must be 'perplexity', 'bits_per_byte' or 'ratio', got value={value!r}")
+    frame = results_frame(results)
+    rows = frame[(frame.protocol == protocol) & (frame.scheme == scheme) & (frame.multiple == multiple)]
+    if rows.empty:
+        raise ValueError(
+            f"no {protocol!r} evaluation of scheme={scheme!r} at multiple={multiple} in these results"
+        )
+    return rows.set_index("seed")[value]
+
+
+def level_spread(results: Iterable[dict], protocol: str, scheme: str) -> float:
+    """Relative spread over seeds of a scheme's perplexity at L_train: std / mean.
+
+    The sample standard deviation (n − 1) divided by the mean, no unit; NaN for one seed.
+
+    Raises:
+        ValueError: as :func:`seed_values`.
+    """
+    levels = seed_values(results, protocol, scheme)
+    return levels.std() / levels.mean()
+
+
+def protocol_gap(results: Iterable[dict], scheme: str, multiple: float = 1) -> pd.Series:
+    """Per seed: PPL(sliding) / PPL(non-overlapping) − 1 at L = ``multiple`` × L_train.
+
+    Negative where sliding windows (more context for every scored byte) score lower.
+
+    Returns:
+        A float Series indexed by ``seed``, no unit (0.01 is 1 %).
+
+    Raises:
+        ValueError: as :func:`seed_values` (for either protocol).
+    """
+    results = list(results)
+    sliding = seed_values(results, "sliding", scheme, multiple)
+    return sliding / seed_values(results, "nonoverlapping", scheme, multiple) - 1
+
+
+def ratio_spread_table(results: Iterable[dict], multiple: float) -> pd.DataFrame:
+    """How noisy a ratio is: per protocol and scheme, the spread over seeds of each run's
+    PPL(L) / PPL(L_train) at L = ``multiple`` × L_train, beside the relative spread of
+    the level at L_train (:func:`level_spread`).
+
+    Returns:
+        A DataFrame indexed by (``protocol``, ``scheme``) display names, with columns
+        ``ratio at k×: mean``, ``…: std``, ``…: min``, ``…: max`` (k = ``multiple``) and
+        ``level at L_train: std / mean``. Schemes with no evaluation at that multiple
+        (the learned table) are left out.
+
+    Raises:
+        ValueError: as :func:`results_frame`; a KeyError if no run reaches ``multiple``.
+    """
+    from posenc_book.schemes import scheme_label
+
+    results = list(results)
+    spread = ratio_spread(results).xs(float(multiple), level="multiple")
+    frame = results_frame(results)
+    base = frame[frame.multiple == 1].groupby(["protocol", "scheme"], sort=False)["perplexity"]
+    relative = (base.std() / base.mean()).rename("level at L_train: std / mean")
+    k = int(multiple) if float(multiple).is_integer() else multiple
+    table = spread[["mean", "std", "min", "max"]].add_prefix(f"ratio at {k}×: ").join(relative)
+    table.index = table.index.set_names(["protocol", "scheme"]).map(
+        lambda key: (PROTOCOL_LABELS[key[0]], scheme_label(key[1]))
+    )
+    return table
+
+
+PRESS2022_PERPLEXITY: dict[str, dict[str, tuple[float, float, float]]] = {
+    "nonoverlapping": {
+        "sinusoidal": (20.05, 43.54, 132.41),
+        "rope": (20.07, 21.37, 31.58),
+        "t5": (19.65, 18.79, 20.41),
+        "alibi": (19.73, 18.73, 18.41),
+    },
+    "sliding": {
+        "sinusoidal": (18.35, 204.42, 306.19),
+        "t5": (17.92, 18.51, 22.62),
+        "alibi": (17.98, 17.92, 18.28),
+    },
+}
+"""Perplexities cited (not measured) from Press, Smith and Lewis (2022), "Train Short,
+Test Long", for L_train = 512 words on the WikiText-103 validation set, per protocol and
+scheme: Table 2 (non-overlapping windows of L = 512, 1012, 2512 words) and Tables 13-15 of
+Appendix B (sliding windows of stride 1, L = 512, 1024, 2048 words)."""
+
+WT103_TOKENS: dict[str, int] = {"train": 103_227_021, "validation": 217_646}
+"""Word-level tokens of WikiText-103 (cited, not measured; Merity et al. 2017, Table 1)."""
+
+WT103_BYTES: dict[str, int] = {"train": 546_500_949, "validation": 1_159_288}
+"""Bytes of the same text (cited, not measured; Hugging Face's copy, wikitext-103-raw-v1)."""
+
+WT103_BYTES_PER_TOKEN = 5.3
+"""Bytes per word token of WikiText-103, rounded: 5.29 (train) and 5.33 (validation) from
+:data:`WT103_BYTES` / :data:`WT103_TOKENS`."""
+
+
+def press_ratios() -> dict[str, dict[str, tuple[float, float]]]:
+    """Press et al.'s perplexity ratios per word: PPL(L) / PPL(512) at their two longer
+    lengths (about 2× and 4× L_train), per protocol and scheme, from
+    :data:`PRESS2022_PERPLEXITY`."""
+    return {p: {s: (v[1] / v[0], v[2] / v[0]) for s, v in table.items()}
+            for p, table in PRESS2022_PERPLEXITY.items()}
+
+
+def per_byte(ratio_per_token: float, bytes_per_token: float = WT103_BYTES_PER_TOKEN) -> float:
+    """A perplexity ratio per token as the same rise of the loss spread over its bytes.
+
+    Perplexity is exp(mean loss per token), so a ratio ρ per token of ``b`` bytes is
+    ρ^(1/b) per byte: exp(ln ρ / b).
+
+    Args:
+        ratio_per_token: ρ > 0, no unit.
+        bytes_per_token: b > 0 (default :data:`WT103_BYTES_PER_TOKEN`).
+
+    Raises:
+        ValueError: unless both are positive.
+    """
+    if not ratio_per_token > 0:
+        raise ValueError(f"ratio_per_token must be > 0, got ratio_per_token={ratio_per_token}")
+    if not bytes_per_token > 0:
+        raise ValueError(f"bytes_per_token must be > 0, got bytes_per_token={bytes_per_token}")
+    return ratio_per_token ** (1 / bytes_per_token)
+
+
+def press_table(results: Iterable[dict], label: str) -> pd.DataFrame:
+    """Press et al.'s ratios beside a sweep's: per protocol and scheme, at about 2× and 4×
+    L_train, their PPL(L) / PPL(L_train) per word (:func:`press_ratios`) and per byte
+    (:func:`per_byte`, b = :data:`WT103_BYTES_PER_TOKEN`), and the sweep's mean ratio over
+    seeds at L = 2 and 4 × L_train (:func:`ratio_spread`).
+
+    Args:
+        results: result records with evaluations at 2 and 4 × L_train.
+        label: column name of the sweep's ratios (e.g. its scale's name).
+
+    Returns:
+        A float DataFrame indexed by (protocol, scheme) display names, with columns
+        (``"2×"`` or ``"4×"``, ``"Press, per word"`` / ``"Press, per byte"`` / ``label``);
+        NaN where Press et al. report no value (RoPE with sliding windows).
+
+    Raises:
+        ValueError: as :func:`results_frame`; a KeyError if a scheme of
+            :data:`PRESS2022_PERPLEXITY` has no evaluation at 2 or 4 × L_train.
+    """
+    from posenc_book.schemes import scheme_label
+
+    spread = ratio_spread(results)
+    press = press_ratios()
+    rows = {}
+    for p in PROTOCOLS:
+        for s in PRESS2022_PERPLEXITY["nonoverlapping"]:
+            theirs = press[p].get(s, (float("nan"), float("nan")))
+            row = {}
+            for i, k in enumerate((2, 4)):
+                row[(f"{k}×", "Press, per word")] = theirs[i]
+                row[(f"{k}×", "Press, per byte")] = per_byte(theirs[i]) if theirs[i] > 0 else float("nan")
+                row[(f"{k}×", label)] = spread.loc[(p, s, float(k)), "mean"]
+            rows[(PROTOCOL_LABELS[p], scheme_label(s))] = row
+    table = pd.DataFrame(rows).T
+    table.index.names = ["protocol", "PPL(L) / PPL(L_train)"]
+    return table

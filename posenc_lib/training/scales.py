@@ -105,3 +105,34 @@ def get_scale(name: str) -> Scale:
     if name not in SCALES:
         raise ValueError(f"unknown scale {name!r}; known: {sorted(SCALES)}")
     return SCALES[name]
+
+
+SCALE_FIELDS: dict[str, str] = {
+    "width d_model": "d_model", "layers": "num_layers", "heads H": "num_heads",
+    "L_train (bytes)": "seq_len", "batch (windows)": "batch_size",
+    "training steps": "steps", "warm-up steps": "warmup_steps",
+    "peak learning rate": "lr", "corpus": "corpus",
+}
+"""Display name → :class:`Scale` field, for :func:`describe_scale`."""
+
+
+def describe_scale(name: str) -> dict:
+    """A scale's settings as one table column: the fields of :data:`SCALE_FIELDS` under
+    their display names, then the test bytes per evaluation (``sweep_eval_tokens``, else
+    ``eval_tokens``), the parameters of its RoPE model and the bytes of its corpus's
+    training split.
+
+    Builds a RoPE model and loads the corpus (no training).
+
+    Raises:
+        ValueError: for an unknown scale name.
+    """
+    from posenc_lib.model.transformer import TransformerLM
+    from posenc_lib.training.data import load_corpus
+
+    s = get_scale(name)
+    row = {label: getattr(s, field) for label, field in SCALE_FIELDS.items()}
+    row["test bytes per evaluation"] = s.sweep_eval_tokens or s.eval_tokens
+    row["parameters (RoPE model)"] = TransformerLM(s.train_config("rope").model).num_parameters()
+    row["training split (bytes)"] = load_corpus(s.corpus).train.numel()
+    return row
