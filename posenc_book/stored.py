@@ -187,3 +187,17 @@ def seed_gaps(values: dict[tuple[str, int], float], scheme: str, reference: str 
     if not gaps:
         raise KeyError(f"no value for scheme={scheme!r}")
     return pd.Series(gaps, dtype=float)
+
+
+def mean_and_half_range(values: Iterable[float]) -> tuple[float, float]:
+    """The mean of a few values (e.g. one number per seed) and their half-range, (max − min) / 2.
+
+    The half-range is the spread the chapters quote beside a mean of two or three seeds.
+
+    Raises:
+        ValueError: if ``values`` is empty.
+    """
+    values = list(values)
+    if not values:
+        raise ValueError("mean_and_half_range needs at least one value")
+    return statistics.mean(values), (max(values) - min(values)) / 2

@@ -106,7 +106,11 @@ from posenc_lib.model.transformer import (
     with_rope_scaling,
 )
 from posenc_lib.model.attention import attend, CAUSAL_BLOCK, causal_mask, score_mask, SelfAttention
-from posenc_lib.model.alibi_attention import alibi_attention, alibi_attention_flex
+from posenc_lib.model.alibi_attention import (
+    alibi_attention,
+    alibi_attention_flex,
+    IMPLEMENTATIONS as ALIBI_IMPLEMENTATIONS,
+)
 from posenc_lib.training.data import (
     bytes_to_tokens,
     Corpus,
@@ -128,6 +132,7 @@ from posenc_lib.training.scales import get_scale, Scale, SCALES
 from posenc_lib.training.train import (
     fine_tune,
     FineTuneConfig,
+    smoothed_losses,
     train,
     TrainConfig,
     TrainRecord,
@@ -151,10 +156,12 @@ from posenc_lib.analysis.learned_table import (
     cosine_matrix,
     distance_to_trained_rows,
     fitted_scale,
+    learned_position_table,
     mean_by_offset,
     neighbour_distances,
     offset_curve_shape,
     offset_r2,
+    offset_structure,
     pair_angles,
     sinusoidal_angle_error,
     sinusoidal_offset_distance,
@@ -171,6 +178,7 @@ from posenc_lib.tasks.retrieval import (
 )
 from posenc_lib.tasks.sweep import (
     plan_sweep,
+    PROTOCOLS,
     ratio_spread,
     results_frame,
     run_sweep,
@@ -233,6 +241,7 @@ from posenc_book.schemes import scheme_label, SCHEME_STYLE
 from posenc_book.stored import (
     evaluation_nll,
     load_stored_results,
+    mean_and_half_range,
     nll_by_seed,
     provenance_label,
     seed_gaps,
@@ -244,6 +253,7 @@ from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALIBI_IMPLEMENTATIONS",
     "CAUSAL_BLOCK",
     "Corpus",
     "DEFAULT_INIT_STD",
@@ -254,6 +264,7 @@ __all__ = [
     "ModelConfig",
     "PasskeyTemplate",
     "PosencRopeAttention",
+    "PROTOCOLS",
     "RidgeProbe",
     "ROPE_TYPES",
     "RotaryEmbedding",
@@ -310,6 +321,7 @@ __all__ = [
     "hidden_states",
     "interleaved_to_half_permutation",
     "kv_cache_bytes_per_token",
+    "learned_position_table",
     "legend_below",
     "load_corpus",
     "load_long_context_results",
@@ -322,6 +334,7 @@ __all__ = [
     "logits_reproduced",
     "make_passkey",
     "mark_train_length",
+    "mean_and_half_range",
     "mean_attention_distance",
     "mean_by_offset",
     "memory_traffic",
@@ -336,6 +349,7 @@ __all__ = [
     "normalize_rope_scaling",
     "offset_curve_shape",
     "offset_r2",
+    "offset_structure",
     "p_rope_kept_pairs",
     "pair_angles",
     "passkey_accuracy",
@@ -380,6 +394,7 @@ __all__ = [
     "sinusoidal_frequencies",
     "sinusoidal_offset_distance",
     "sliding_window",
+    "smoothed_losses",
     "softmax_scale_multiplier",
     "stored_results_dir",
     "streaming_logits",

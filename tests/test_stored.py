@@ -122,3 +122,12 @@ def test_seed_mean_and_gaps() -> None:
         seed_gaps(values, "rope")
     with pytest.raises(KeyError):
         seed_gaps({("alibi", 2): 1.0}, "alibi")  # no reference value for seed 2
+
+
+def test_mean_and_half_range() -> None:
+    from posenc_book.stored import mean_and_half_range
+
+    assert mean_and_half_range([7.0, 8.0, 10.0]) == (25 / 3, 1.5)
+    assert mean_and_half_range(iter([2.0])) == (2.0, 0.0)
+    with pytest.raises(ValueError, match="at least one"):
+        mean_and_half_range([])

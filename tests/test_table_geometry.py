@@ -159,3 +159,25 @@ def test_offset_curve_shape() -> None:
         offset_curve_shape(f, near=8)
     with pytest.raises(ValueError, match="rise"):
         offset_curve_shape(torch.tensor([3.0, 2.0, -1.0]), near=1)
+
+
+def test_learned_position_table_and_offset_structure() -> None:
+    from posenc_lib import ModelConfig, TransformerLM, learned_position_table, offset_structure
+
+    model = TransformerLM(ModelConfig(position="learned", d_model=8, num_layers=1, num_heads=2, max_positions=40))
+    table = learned_position_table(model)
+    assert table.shape == (40, 8) and not table.requires_grad
+    assert torch.equal(table, model.learned.table.weight.detach())
+    with pytest.raises(ValueError, match="no learned position table"):
+        learned_position_table(TransformerLM(ModelConfig(position="none", d_model=8, num_layers=1, num_heads=2)))
+    from posenc_lib import cosine_matrix
+
+    structure = offset_structure(cosine_matrix(sinusoidal_encoding(40, 16)))
+    assert list(structure) == ["mean C, offset 1", "mean C, offset 8", "mean C, offsets ≥ 32",
+                               "variance explained by offset"]
+    assert structure["variance explained by offset"] > 0.999
+    assert structure["mean C, offset 1"] > structure["mean C, offset 8"]
+    rounded = offset_structure(cosine_matrix(sinusoidal_encoding(40, 16)), digits=3)
+    assert rounded == {k: round(v, 3) for k, v in structure.items()}
+    with pytest.raises(ValueError, match="P > 32"):
+        offset_structure(torch.eye(10))

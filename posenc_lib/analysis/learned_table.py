@@ -321,3 +321,43 @@ def offset_curve_shape(f: Tensor, near: int = 512) -> dict[str, float]:
     return {"first_rise": int(rises[0]), "rebound_from": int(head[: top + 1].argmin()),
             "rebound_to": top, "rebound": float(rebound.max()), "first_negative": int(negative[0]),
             "lowest": lowest, "minimum": float(f[lowest])}
+
+
+def learned_position_table(model: torch.nn.Module) -> Tensor:
+    """The learned position table of a model, ``[max_positions, d_model]``, detached, on the CPU.
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM` with
+            ``position="learned"``.
+
+    Raises:
+        ValueError: if the model has no learned position table.
+    """
+    learned = getattr(model, "learned", None)
+    if learned is None:
+        raise ValueError("the model has no learned position table (position != 'learned')")
+    return learned.table.weight.detach().cpu()
+
+
+def offset_structure(similarity: Tensor, digits: int | None = None) -> dict[str, float]:
+    """How much a row-similarity matrix C is organised by offset, in four numbers.
+
+    Args:
+        similarity: symmetric ``[P, P]`` matrix (:func:`cosine_matrix`), P > 32.
+        digits: round each number with Python's ``round(x, digits)``; None: unrounded.
+
+    Returns:
+        ``"mean C, offset 1"``, ``"mean C, offset 8"``: :func:`mean_by_offset` at k = 1 and 8;
+        ``"mean C, offsets ≥ 32"``: its mean over k ≥ 32; ``"variance explained by offset"``:
+        :func:`offset_r2`. Plain floats.
+
+    Raises:
+        ValueError: if ``similarity`` is not square with more than 32 rows.
+    """
+    if similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1] or similarity.shape[0] <= 32:
+        raise ValueError(f"similarity must be [P, P] with P > 32, got {tuple(similarity.shape)}")
+    profile = mean_by_offset(similarity)
+    numbers = {"mean C, offset 1": profile[1].item(), "mean C, offset 8": profile[8].item(),
+               "mean C, offsets ≥ 32": profile[32:].mean().item(),
+               "variance explained by offset": offset_r2(similarity)}
+    return numbers if digits is None else {k: round(v, digits) for k, v in numbers.items()}
