@@ -466,3 +466,109 @@ def plot_weight_by_distance(
     fig.tight_layout()
     legend_below(fig, ncol=3)  # the line styles, in the first panel's colour
     return fig
+
+def mark_train_length(ax: Axes, train_length: int) -> None:
+    """Draw the training length as a dashed black vertical line, labelled for the legend.
+
+    The label reads ``$L_\\mathrm{train}$ = 128`` (for ``train_length=128``), as the
+    chapters write it.
+
+    Args:
+        ax: the axes; ``train_length`` is in the units of its x axis (bytes, positions).
+        train_length: L_train, a positive number.
+
+    Raises:
+        ValueError: if ``train_length`` is not positive.
+    """
+    if not train_length > 0:
+        raise ValueError(f"train_length must be positive, got train_length={train_length!r}")
+    ax.axvline(train_length, color="black", lw=1, ls="--",
+               label=rf"$L_\mathrm{{train}}$ = {train_length}")
+
+
+def log_axes(ax: Axes, ticks: Sequence[float], axes: str = "xy") -> None:
+    """Put the named axes on a log scale, with plain-number ticks at ``ticks``.
+
+    ``log_axes(ax, [1, 8, 128], "xy")`` is ``ax.set_xscale("log")``,
+    ``ax.set_yscale("log")``, then :func:`plain_log_ticks` on x and on y.
+
+    Args:
+        ax: the axes.
+        ticks: where the ticks go, on every named axis; positive numbers.
+        axes: ``"x"``, ``"y"`` or ``"xy"``.
+
+    Raises:
+        ValueError: if ``axes`` is not one of those, or a tick is not positive.
+    """
+    if axes not in ("x", "y", "xy"):
+        raise ValueError(f"axes must be 'x', 'y' or 'xy', got axes={axes!r}")
+    for axis in axes:
+        getattr(ax, f"set_{axis}scale")("log")
+    for axis in axes:
+        plain_log_ticks(ax, axis, ticks)
+
+
+def show_figure(fig: Figure, *, legend: str | None = "below") -> None:
+    """Finish a figure the book's way and show it: ``tight_layout``, then the legend.
+
+    Args:
+        fig: the figure.
+        legend: ``"below"``: the legend of the first axes goes under the figure
+            (:func:`legend_below`, two columns); ``None``: leave the legends as drawn.
+
+    Raises:
+        ValueError: for any other ``legend``.
+    """
+    if legend not in ("below", None):
+        raise ValueError(f"legend must be 'below' or None, got legend={legend!r}")
+    fig.tight_layout()
+    if legend == "below":
+        legend_below(fig)
+    plt.show()
+
+
+def log_bins(stop: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integer bin edges spaced evenly on a log scale from 1 to ``stop``, and their centres.
+
+    The edges are ``np.geomspace(1, stop, count)`` rounded down to integers, duplicates
+    removed (so there may be fewer than ``count``); the centre of bin j is the geometric
+    middle ``sqrt(edges[j] * edges[j + 1])``. Use with :func:`binned_means` to draw a
+    per-position curve on a log x axis without its noise.
+
+    Args:
+        stop: the last edge, a position (≥ 2).
+        count: how many edges to ask ``geomspace`` for (≥ 2).
+
+    Returns:
+        ``(edges, centres)``: int64 ``[n]`` and float64 ``[n - 1]`` arrays.
+
+    Raises:
+        ValueError: if ``stop`` or ``count`` is below 2.
+    """
+    if stop < 2 or count < 2:
+        raise ValueError(f"stop and count must be at least 2, got stop={stop}, count={count}")
+    edges = np.unique(np.geomspace(1, stop, count).astype(int))
+    return edges, np.sqrt(edges[:-1] * edges[1:])
+
+
+def binned_means(curve, edges: Sequence[int]) -> list[float]:
+    """Mean of a per-position curve over each range ``[edges[j], edges[j + 1])`` it covers.
+
+    Ranges that reach past the end of the curve are left out, so a curve of 128 positions
+    and the edges 0, 8, 32, 128, 512 give three means.
+
+    Args:
+        curve: ``[T]`` values by position (a torch tensor or a NumPy array).
+        edges: increasing integer positions.
+
+    Returns:
+        one float per covered range, in order.
+
+    Raises:
+        ValueError: if ``edges`` are not increasing or a range is empty.
+    """
+    edges = [int(e) for e in edges]
+    if any(hi <= lo for lo, hi in zip(edges[:-1], edges[1:])):
+        raise ValueError(f"edges must be strictly increasing, got edges={edges}")
+    return [curve[lo:hi].mean().item() for lo, hi in zip(edges[:-1], edges[1:])
+            if hi <= len(curve)]

@@ -20,8 +20,12 @@ import json
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from posenc_book.schemes import SCHEMES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 REPOSITORY_RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -88,11 +92,13 @@ def summarize(results: Iterable[dict]) -> dict[str, dict[str, dict[int, tuple[fl
         for e in result["evaluations"]:
             if e["perplexity"] is None:
                 continue
-            values.setdefault(e["protocol"], {}).setdefault(scheme, {}).setdefault(e["eval_length"], []).append(e["perplexity"])
+            lengths = values.setdefault(e["protocol"], {}).setdefault(scheme, {})
+            lengths.setdefault(e["eval_length"], []).append(e["perplexity"])
     order = {s: i for i, s in enumerate(SCHEMES)}
     return {
         protocol: {
-            scheme: {L: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for L, v in sorted(by_length.items())}
+            scheme: {L: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
+                     for L, v in sorted(by_length.items())}
             for scheme, by_length in sorted(by_scheme.items(), key=lambda kv: order.get(kv[0], len(order)))
         }
         for protocol, by_scheme in values.items()
@@ -117,7 +123,81 @@ def provenance_label(results: Sequence[dict]) -> str:
     when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
     dirty = " (with uncommitted changes)" if any(p["git_dirty"] for p in prov) else ""
     return (
-        f"{len(results)} run{'s' if len(results) != 1 else ''} of scale {joined(r['run']['scale']['name'] for r in results)} on {joined(p['device'] for p in prov)}, "
+        f"{len(results)} run{'s' if len(results) != 1 else ''} of scale "
+        f"{joined(r['run']['scale']['name'] for r in results)} on {joined(p['device'] for p in prov)}, "
         f"torch {joined(p['torch_version'] for p in prov)}, {joined(r['timing']['dtype'] for r in results)}, "
         f"commit {joined(str(p['git_commit'])[:7] for p in prov)}{dirty}, {when}"
     )
+
+
+def evaluation_nll(run: dict, length: int, protocol: str = "nonoverlapping") -> float:
+    """A stored run's mean NLL (nats per token) at one evaluation length and protocol.
+
+    Args:
+        run: one stored result (a dict of :func:`load_stored_results`).
+        length: the evaluation length L (tokens).
+        protocol: ``"nonoverlapping"`` or ``"sliding"``.
+
+    Raises:
+        KeyError: if the run holds no evaluation at that length and protocol.
+    """
+    for e in run["evaluations"]:
+        if e["protocol"] == protocol and e["eval_length"] == length:
+            return e["nll"]
+    raise KeyError(f"run {run.get('name', run['run']['scheme'])!r} has no "
+                   f"{protocol} evaluation at length={length}")
+
+
+def nll_by_seed(runs: Iterable[dict], protocol: str = "nonoverlapping") -> dict[tuple[str, int], float]:
+    """Each stored run's NLL at its own training length, keyed ``(scheme, seed)``.
+
+    Raises:
+        KeyError: as :func:`evaluation_nll`.
+    """
+    return {(r["run"]["scheme"], r["run"]["seed"]): evaluation_nll(r, r["run"]["train_length"], protocol)
+            for r in runs}
+
+
+def seed_mean(values: dict[tuple[str, int], float], scheme: str) -> float:
+    """Mean over seeds of ``values`` keyed ``(scheme, seed)``, for one scheme.
+
+    The plain mean, summed in the order of ``values`` (as ``numpy.mean`` sums a few values).
+
+    Raises:
+        KeyError: if ``values`` holds no seed of ``scheme``.
+    """
+    picked = [v for (s, _), v in values.items() if s == scheme]
+    if not picked:
+        raise KeyError(f"no value for scheme={scheme!r}")
+    return sum(picked) / len(picked)
+
+
+def seed_gaps(values: dict[tuple[str, int], float], scheme: str, reference: str = "none") -> "pd.Series":
+    """Per seed, ``values[reference, seed] - values[scheme, seed]`` (e.g. NLL of NoPE minus a scheme's).
+
+    Returns:
+        float64 Series indexed by seed, for every seed of ``scheme``, in the order of ``values``.
+
+    Raises:
+        KeyError: if a seed of ``scheme`` has no value for ``reference``, or ``scheme`` has none.
+    """
+    import pandas as pd  # here, not at the top: the website's build reads this module without pandas
+
+    gaps = {seed: values[reference, seed] - v for (s, seed), v in values.items() if s == scheme}
+    if not gaps:
+        raise KeyError(f"no value for scheme={scheme!r}")
+    return pd.Series(gaps, dtype=float)
+
+
+def mean_and_half_range(values: Iterable[float]) -> tuple[float, float]:
+    """The mean of a few values (e.g. one number per seed) and their half-range, (max − min) / 2.
+
+    The half-range is the spread the chapters quote beside a mean of two or three seeds.
+
+    Raises:
+        ValueError: if ``values`` is empty.
+    """
+    values = list(values)
+    if not values:
+        raise ValueError("mean_and_half_range needs at least one value")
+    return statistics.mean(values), (max(values) - min(values)) / 2

@@ -106,7 +106,11 @@ from posenc_lib.model.transformer import (
     with_rope_scaling,
 )
 from posenc_lib.model.attention import attend, CAUSAL_BLOCK, causal_mask, score_mask, SelfAttention
-from posenc_lib.model.alibi_attention import alibi_attention, alibi_attention_flex
+from posenc_lib.model.alibi_attention import (
+    alibi_attention,
+    alibi_attention_flex,
+    IMPLEMENTATIONS as ALIBI_IMPLEMENTATIONS,
+)
 from posenc_lib.training.data import (
     bytes_to_tokens,
     Corpus,
@@ -128,6 +132,7 @@ from posenc_lib.training.scales import describe_scale, get_scale, Scale, SCALES
 from posenc_lib.training.train import (
     fine_tune,
     FineTuneConfig,
+    smoothed_losses,
     train,
     TrainConfig,
     TrainRecord,
@@ -154,9 +159,23 @@ from posenc_lib.analysis.interventions import (
     shifted_positions,
     sliding_window,
 )
-from posenc_lib.analysis.learned_table import distance_to_trained_rows, TrainedRowDistance
+from posenc_lib.analysis.learned_table import (
+    cosine_matrix,
+    distance_to_trained_rows,
+    fitted_scale,
+    learned_position_table,
+    mean_by_offset,
+    neighbour_distances,
+    offset_curve_shape,
+    offset_r2,
+    offset_structure,
+    pair_angles,
+    sinusoidal_angle_error,
+    sinusoidal_offset_distance,
+    TrainedRowDistance,
+)
 from posenc_lib.analysis.ngram import ngram_cross_entropy
-from posenc_lib.analysis.probes import hidden_states, RidgeProbe
+from posenc_lib.analysis.probes import hidden_states, quartiles_by_range, RidgeProbe
 from posenc_lib.tasks.recall import (
     make_recall_window,
     passkey_recall_config,
@@ -183,6 +202,7 @@ from posenc_lib.tasks.sweep import (
     press_table,
     protocol_gap,
     protocol_tables,
+    PROTOCOLS,
     ratio_spread,
     ratio_spread_table,
     results_frame,
@@ -236,21 +256,36 @@ from posenc_lib.players import (
     rope_rotation_player,
 )
 from posenc_book.plotting import (
+    binned_means,
     legend_below,
+    log_axes,
+    log_bins,
+    mark_train_length,
     plain_log_ticks,
     plot_condition_bars,
     plot_perplexity_vs_length,
     plot_rope_pair_terms,
     plot_weight_by_distance,
+    show_figure,
     use_book_style,
 )
 from posenc_book.schemes import scheme_label, SCHEME_STYLE
-from posenc_book.stored import load_stored_results, provenance_label, stored_results_dir
+from posenc_book.stored import (
+    evaluation_nll,
+    load_stored_results,
+    mean_and_half_range,
+    nll_by_seed,
+    provenance_label,
+    seed_gaps,
+    seed_mean,
+    stored_results_dir,
+)
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALIBI_IMPLEMENTATIONS",
     "CAUSAL_BLOCK",
     "Corpus",
     "DEFAULT_INIT_STD",
@@ -261,6 +296,7 @@ __all__ = [
     "ModelConfig",
     "PasskeyTemplate",
     "PosencRopeAttention",
+    "PROTOCOLS",
     "RecallConfig",
     "RecallTemplate",
     "RidgeProbe",
@@ -299,6 +335,7 @@ __all__ = [
     "attention_input",
     "attention_mass_beyond",
     "attention_probabilities",
+    "binned_means",
     "block_means",
     "byte_encode",
     "bytes_to_tokens",
@@ -306,6 +343,7 @@ __all__ = [
     "causal_mask",
     "clamped_rope_distances",
     "context_extension_player",
+    "cosine_matrix",
     "critical_pair",
     "describe_scale",
     "device_name",
@@ -314,16 +352,19 @@ __all__ = [
     "dynamic_ntk_base",
     "effective_share",
     "evaluate_perplexity",
+    "evaluation_nll",
     "every_kth_layer",
     "excess_over_range",
     "far_weight_follows_score",
     "fine_tune",
     "fine_tune_cached",
+    "fitted_scale",
     "get_scale",
     "hidden_states",
     "interleaved_to_half_permutation",
     "kv_cache_bytes_per_token",
     "last_queries_attention",
+    "learned_position_table",
     "legend_below",
     "level_spread",
     "load_corpus",
@@ -333,20 +374,31 @@ __all__ = [
     "load_sotu",
     "load_stored_benchmark",
     "load_stored_results",
+    "log_axes",
+    "log_bins",
     "logits_reproduced",
     "long_window_conditions",
     "make_passkey",
     "make_recall_window",
+    "mark_train_length",
+    "mean_and_half_range",
     "mean_attention_distance",
+    "mean_by_offset",
     "memory_traffic",
     "method_scaling",
     "mrope_pair_axes",
+    "neighbour_distances",
     "neox_rotary_dim",
     "ngram_cross_entropy",
+    "nll_by_seed",
     "normalize_logit_scaling",
     "normalize_rope_parameters",
     "normalize_rope_scaling",
+    "offset_curve_shape",
+    "offset_r2",
+    "offset_structure",
     "p_rope_kept_pairs",
+    "pair_angles",
     "passkey_accuracy",
     "passkey_recall_config",
     "passkey_table",
@@ -366,6 +418,7 @@ __all__ = [
     "protocol_gap",
     "protocol_tables",
     "provenance_label",
+    "quartiles_by_range",
     "query_scale",
     "ratio_spread",
     "ratio_spread_table",
@@ -393,12 +446,18 @@ __all__ = [
     "sample_recall_windows",
     "scheme_label",
     "score_mask",
+    "seed_gaps",
+    "seed_mean",
     "seed_values",
     "shard_runs",
     "shifted_positions",
+    "show_figure",
+    "sinusoidal_angle_error",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
+    "sinusoidal_offset_distance",
     "sliding_window",
+    "smoothed_losses",
     "softmax_scale_multiplier",
     "stored_results_dir",
     "streaming_logits",

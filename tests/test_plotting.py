@@ -242,3 +242,68 @@ def test_weight_by_distance_one_panel_per_scheme() -> None:
     plt.close(fig)
     with pytest.raises(ValueError, match="at most 4 schemes"):
         plot_weight_by_distance({s: {16: torch.rand(16)} for s in "abcde"}, 16, layer=0)
+
+def test_mark_train_length_draws_a_labelled_dashed_line() -> None:
+    from posenc_book.plotting import mark_train_length
+
+    fig, ax = plt.subplots()
+    mark_train_length(ax, 128)
+    (line,) = ax.get_lines()
+    assert list(line.get_xdata()) == [128, 128] and line.get_linestyle() == "--"
+    assert line.get_label() == r"$L_\mathrm{train}$ = 128"
+    with pytest.raises(ValueError, match="train_length"):
+        mark_train_length(ax, 0)
+
+
+def test_log_axes_sets_both_scales_and_plain_ticks() -> None:
+    from posenc_book.plotting import log_axes
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2048], [1, 2048])
+    log_axes(ax, [1, 8, 128, 2048], "xy")
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert tick_texts(ax.xaxis) == tick_texts(ax.yaxis) == ["1", "8", "128", "2048"]
+    fig, ax = plt.subplots()
+    ax.plot([1, 2048], [1, 2])
+    log_axes(ax, [1, 2048], "x")
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "linear")
+    with pytest.raises(ValueError, match="axes"):
+        log_axes(ax, [1, 2], "z")
+
+
+def test_show_figure_moves_the_legend_below(monkeypatch) -> None:
+    from posenc_book.plotting import show_figure
+
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(True))
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [1, 2], label="a curve")
+    ax.legend()
+    show_figure(fig)
+    assert shown == [True] and ax.get_legend() is None and len(fig.legends) == 1
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [1, 2], label="a curve")
+    ax.legend()
+    show_figure(fig, legend=None)
+    assert ax.get_legend() is not None and not fig.legends
+    with pytest.raises(ValueError, match="legend"):
+        show_figure(fig, legend="above")
+
+
+def test_log_bins_and_binned_means() -> None:
+    from posenc_book.plotting import binned_means, log_bins
+
+    edges, centres = log_bins(1024, 11)
+    assert edges[0] == 1 and edges[-1] == 1024 and len(edges) == 11
+    assert all(2**i - 1 <= e <= 2**i for i, e in enumerate(edges))  # rounded down
+    assert centres[0] == pytest.approx(2**0.5) and len(centres) == len(edges) - 1
+    few = log_bins(16, 40)[0]  # 40 edges asked for, rounded down to integers
+    assert few[0] == 1 and few[-1] == 16 and (few[1:] > few[:-1]).all() and len(few) < 16
+    curve = torch.arange(10, dtype=torch.float64)
+    assert binned_means(curve, [0, 2, 6, 10]) == [0.5, 3.5, 7.5]
+    assert binned_means(curve, [0, 5, 20]) == [2.0]  # a range past the end is left out
+    assert binned_means(curve.numpy(), [0, 5]) == [2.0]
+    with pytest.raises(ValueError, match="edges"):
+        binned_means(curve, [0, 5, 5])
+    with pytest.raises(ValueError, match="stop"):
+        log_bins(1, 10)

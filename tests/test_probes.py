@@ -39,7 +39,8 @@ def test_probe_recovers_a_linear_map() -> None:
 def test_a_strong_penalty_predicts_the_mean() -> None:
     features, targets = torch.randn(200, 4), torch.randn(200)
     probe = RidgeProbe.fit(features, targets, l2=1e9)
-    assert torch.allclose(probe.predict(features), torch.full((200,), targets.double().mean().item(), dtype=torch.float64), atol=1e-6)
+    mean = torch.full((200,), targets.double().mean().item(), dtype=torch.float64)
+    assert torch.allclose(probe.predict(features), mean, atol=1e-6)
 
 
 def test_unrelated_features_give_no_held_out_r_squared() -> None:
@@ -67,3 +68,20 @@ def test_errors_name_the_problem() -> None:
     probe = RidgeProbe.fit(torch.randn(5, 2), torch.randn(5))
     with pytest.raises(ValueError, match=r"\[N, 2\]"):
         probe.predict(torch.randn(5, 3))
+
+
+def test_quartiles_by_range() -> None:
+    from posenc_lib import quartiles_by_range
+
+    positions = torch.arange(16).repeat(2)  # t = 0 … 15, twice
+    predictions = positions.double() * 2  # t̂ = 2 t
+    table = quartiles_by_range(positions, predictions, [1, 4, 16])
+    assert list(table.index) == ["1 ≤ t < 4", "4 ≤ t < 16"]  # t = 0 is outside the edges
+    assert list(table.columns) == ["t", "25%", "50%", "75%"]
+    # t̂ = 2, 2, 4, 4, 6, 6: quartiles interpolated between neighbours
+    assert table.loc["1 ≤ t < 4"].tolist() == [2.0, 2.5, 4.0, 5.5]
+    assert table.loc["4 ≤ t < 16", "t"] == 9.5 and table.loc["4 ≤ t < 16", "50%"] == 19.0
+    with pytest.raises(ValueError, match="edges"):
+        quartiles_by_range(positions, predictions, [4, 1])
+    with pytest.raises(ValueError, match="positions and predictions"):
+        quartiles_by_range(positions, predictions[:3], [1, 4])

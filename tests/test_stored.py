@@ -91,3 +91,43 @@ def test_first_run_times_cover_every_chapter() -> None:
     assert all(entry["wall_s"] > 0 for entry in record["chapters"].values())
     with pytest.raises(ValueError, match="tools/cold_times.py"):
         posenc_sphinx.first_runs(root, "results/run-times/missing.json")
+
+
+def test_nll_by_seed_reads_each_run_at_its_training_length() -> None:
+    from posenc_book.stored import evaluation_nll, nll_by_seed
+
+    runs = load_stored_results("book")
+    nll = nll_by_seed(runs)
+    assert len(nll) == len(runs)
+    run = runs[0]
+    key = (run["run"]["scheme"], run["run"]["seed"])
+    expected = [e["nll"] for e in run["evaluations"] if e["protocol"] == "nonoverlapping"
+                and e["eval_length"] == run["run"]["train_length"]]
+    assert [nll[key]] == expected == [evaluation_nll(run, run["run"]["train_length"])]
+    assert evaluation_nll(run, run["run"]["train_length"], "sliding") != expected[0]
+    with pytest.raises(KeyError, match="length=3"):
+        evaluation_nll(run, 3)
+
+
+def test_seed_mean_and_gaps() -> None:
+    from posenc_book.stored import seed_gaps, seed_mean
+
+    values = {("none", 0): 2.0, ("none", 1): 2.5, ("alibi", 0): 1.5, ("alibi", 1): 1.75}
+    assert seed_mean(values, "none") == 2.25
+    gaps = seed_gaps(values, "alibi")
+    assert gaps.to_dict() == {0: 0.5, 1: 0.75} and gaps.dtype == float
+    with pytest.raises(KeyError, match="rope"):
+        seed_mean(values, "rope")
+    with pytest.raises(KeyError, match="rope"):
+        seed_gaps(values, "rope")
+    with pytest.raises(KeyError):
+        seed_gaps({("alibi", 2): 1.0}, "alibi")  # no reference value for seed 2
+
+
+def test_mean_and_half_range() -> None:
+    from posenc_book.stored import mean_and_half_range
+
+    assert mean_and_half_range([7.0, 8.0, 10.0]) == (25 / 3, 1.5)
+    assert mean_and_half_range(iter([2.0])) == (2.0, 0.0)
+    with pytest.raises(ValueError, match="at least one"):
+        mean_and_half_range([])

@@ -50,3 +50,18 @@ def test_errors() -> None:
         exact_slopes(0)
     with pytest.raises(ValueError, match="form"):
         bias("cubic", 1, 0, 1)  # type: ignore[arg-type]
+
+
+def test_slope_exponents_and_the_ladder() -> None:
+    import sympy as sp
+
+    from posenc_lib.symbolic.alibi import exact_slopes, ladder_heads, off_ladder, plain_slopes, slope_exponents
+
+    assert slope_exponents(exact_slopes(4)) == [-2, -4, -6, -8]
+    assert slope_exponents(plain_slopes(6))[0] == sp.Rational(-4, 3)
+    assert [ladder_heads(h) for h in (1, 2, 3, 6, 8, 12)] == [2, 4, 4, 8, 16, 16]
+    assert off_ladder(exact_slopes(6), 6) == 0 < off_ladder(plain_slopes(6), 6)
+    with pytest.raises(ValueError, match="positive"):
+        slope_exponents([sp.Integer(0)])
+    with pytest.raises(ValueError, match="num_heads"):
+        ladder_heads(0)

@@ -85,3 +85,99 @@ def test_table_errors() -> None:
         distance_to_trained_rows(nan_past, 2)
     with pytest.raises(ValueError, match="neighbour step is 0"):
         distance_to_trained_rows(torch.tensor([[1.0], [1.0], [3.0]]), 2)
+
+
+def test_neighbour_distances_and_the_closed_form() -> None:
+    from posenc_lib import neighbour_distances, sinusoidal_offset_distance
+
+    table = sinusoidal_encoding(50, 8)
+    steps = neighbour_distances(table)
+    assert steps.shape == (49,) and steps.dtype == torch.float64
+    # every neighbour step of the sinusoidal table is the closed form at k = 1
+    closed = sinusoidal_offset_distance(torch.tensor([1.0, 7.0], dtype=torch.float64), 8, 10000.0)
+    assert torch.allclose(steps, closed[:1].expand(49), atol=1e-6)
+    assert torch.allclose((table[7:] - table[:-7]).double().norm(dim=1), closed[1].expand(43), atol=1e-6)
+    assert neighbour_distances(torch.tensor([[1.0], [1.0], [3.0]])).tolist() == [0.0, 2.0]
+    with pytest.raises(ValueError, match="rows"):
+        neighbour_distances(torch.ones(1, 4))
+    with pytest.raises(ValueError, match="offsets"):
+        sinusoidal_offset_distance(torch.ones(2, 2), 8, 10000.0)
+
+
+def test_cosine_matrix_and_offset_structure() -> None:
+    from posenc_lib import cosine_matrix, mean_by_offset, offset_r2
+
+    rows = torch.tensor([[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0]])
+    C = cosine_matrix(rows)
+    assert torch.allclose(C, torch.tensor([[1.0, 0, -1], [0, 1, 0], [-1, 0, 1]], dtype=torch.float64))
+    assert mean_by_offset(C).tolist() == [1.0, 0.0, -1.0]
+    assert offset_r2(cosine_matrix(sinusoidal_encoding(64, 16))) > 0.999  # offset only
+    torch.manual_seed(0)
+    assert abs(offset_r2(cosine_matrix(torch.randn(64, 16)))) < 0.1  # random rows: none
+    with pytest.raises(ValueError, match="similarity"):
+        mean_by_offset(torch.ones(2, 3))
+    with pytest.raises(ValueError, match="P >= 3"):
+        offset_r2(torch.ones(2, 2))
+    with pytest.raises(ValueError, match="rows"):
+        cosine_matrix(torch.ones(3))
+
+
+def test_fitted_scale() -> None:
+    from posenc_lib import fitted_scale
+
+    start = torch.randn(10, 4)
+    assert fitted_scale(0.5 * start, start) == pytest.approx(0.5)
+    orthogonal = torch.tensor([[0.0, 1.0]])
+    assert fitted_scale(orthogonal, torch.tensor([[2.0, 0.0]])) == 0.0
+    with pytest.raises(ValueError, match="one shape"):
+        fitted_scale(start, start[:3])
+    with pytest.raises(ValueError, match="zeros"):
+        fitted_scale(start, torch.zeros_like(start))
+
+
+def test_pair_angles_and_low_precision_angles() -> None:
+    from posenc_lib import pair_angles, sinusoidal_angle_error
+
+    table = sinusoidal_encoding(8, 4, 100.0)
+    angles = pair_angles(table)  # pair 0 turns 1 rad per position
+    assert torch.allclose(angles[:4, 0], torch.arange(4, dtype=torch.float64), atol=1e-6)
+    error = sinusoidal_angle_error(300, 8, 10000.0, torch.bfloat16)
+    assert error.shape == (300,) and error[:257].max() < 0.1 and error[257] > 1  # 257 rounds
+    assert sinusoidal_angle_error(300, 8, 10000.0, torch.float64).max() < 1e-6
+    with pytest.raises(ValueError, match="even"):
+        pair_angles(torch.ones(3, 5))
+
+
+def test_offset_curve_shape() -> None:
+    from posenc_lib import offset_curve_shape
+
+    f = torch.tensor([4.0, 1.0, 2.0, 0.5, 3.0, -1.0, 0.0, -2.0])
+    shape = offset_curve_shape(f, near=5)
+    assert shape == {"first_rise": 1, "rebound_from": 3, "rebound_to": 4, "rebound": 2.5,
+                     "first_negative": 5, "lowest": 7, "minimum": -2.0}
+    with pytest.raises(ValueError, match="near"):
+        offset_curve_shape(f, near=8)
+    with pytest.raises(ValueError, match="rise"):
+        offset_curve_shape(torch.tensor([3.0, 2.0, -1.0]), near=1)
+
+
+def test_learned_position_table_and_offset_structure() -> None:
+    from posenc_lib import ModelConfig, TransformerLM, learned_position_table, offset_structure
+
+    model = TransformerLM(ModelConfig(position="learned", d_model=8, num_layers=1, num_heads=2, max_positions=40))
+    table = learned_position_table(model)
+    assert table.shape == (40, 8) and not table.requires_grad
+    assert torch.equal(table, model.learned.table.weight.detach())
+    with pytest.raises(ValueError, match="no learned position table"):
+        learned_position_table(TransformerLM(ModelConfig(position="none", d_model=8, num_layers=1, num_heads=2)))
+    from posenc_lib import cosine_matrix
+
+    structure = offset_structure(cosine_matrix(sinusoidal_encoding(40, 16)))
+    assert list(structure) == ["mean C, offset 1", "mean C, offset 8", "mean C, offsets ≥ 32",
+                               "variance explained by offset"]
+    assert structure["variance explained by offset"] > 0.999
+    assert structure["mean C, offset 1"] > structure["mean C, offset 8"]
+    rounded = offset_structure(cosine_matrix(sinusoidal_encoding(40, 16)), digits=3)
+    assert rounded == {k: round(v, 3) for k, v in structure.items()}
+    with pytest.raises(ValueError, match="P > 32"):
+        offset_structure(torch.eye(10))

@@ -250,3 +250,13 @@ def test_swap_cost_names_a_bad_argument() -> None:
         swap_cost(model, x, x, 8)
     with pytest.raises(ValueError, match=r"must both be \[B, L\]"):
         swap_cost(model, x, x[:, :4], 5)
+
+
+def test_smoothed_losses() -> None:
+    from posenc_lib import smoothed_losses
+
+    curve = smoothed_losses([4.0, 2.0, 3.0, 1.0], window=2)
+    assert curve.tolist() == [3.0, 2.5, 2.0] and curve.dtype == torch.float32
+    assert smoothed_losses([1.0, 2.0], window=2).tolist() == [1.5]
+    with pytest.raises(ValueError, match="window"):
+        smoothed_losses([1.0, 2.0], window=3)

@@ -1,4 +1,5 @@
-"""Geometry of a position table: how far the rows past L_train lie from the rows trained on.
+"""Geometry of a position table: how far the rows past L_train lie from the rows trained on,
+how similar rows are by offset, and how a table moved in training or rounds in low precision.
 
 A model trained on windows of L_train tokens has seen only rows 0 … L_train − 1 of an absolute
 position table (the sinusoidal table of Vaswani et al. 2017, §3.5, or a learned one). Past
@@ -14,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
+
+from posenc_lib.encodings.sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
 
 _CHUNK = 1024  # rows past L_train compared at a time: at most 1024 × L distances in memory
 
@@ -116,3 +120,244 @@ def distance_to_trained_rows(table: Tensor, L_train: int) -> TrainedRowDistance:
         nearest_row=torch.cat(nearest),
         step=step,
     )
+
+
+def neighbour_distances(rows: Tensor) -> Tensor:
+    """‖row(p + 1) − row(p)‖ for p = 0 … P − 2, in float64.
+
+    Args:
+        rows: ``[P, d_model]`` floating-point position table (any float dtype), P ≥ 2.
+
+    Returns:
+        float64 ``[P − 1]``; 0 where two neighbouring rows are identical (e.g. a bfloat16 table
+        whose angles rounded to the same value).
+
+    Raises:
+        ValueError: if ``rows`` is not 2-D with at least two rows.
+    """
+    if rows.dim() != 2 or rows.shape[0] < 2:
+        raise ValueError(f"rows must be [P, d_model] with P >= 2, got {tuple(rows.shape)}")
+    rows = rows.double()
+    return (rows[1:] - rows[:-1]).norm(dim=1)
+
+
+def cosine_matrix(rows: Tensor) -> Tensor:
+    """Cosine similarity C[p, p′] = cos∠(row_p, row_p′) between every pair of rows, in float64.
+
+    Args:
+        rows: ``[P, d_model]`` floating-point table.
+
+    Returns:
+        float64 ``[P, P]``, symmetric, 1 on the diagonal (for non-zero rows).
+
+    Raises:
+        ValueError: if ``rows`` is not 2-D.
+    """
+    if rows.dim() != 2:
+        raise ValueError(f"rows must be [P, d_model], got {tuple(rows.shape)}")
+    unit = F.normalize(rows.double(), dim=1)
+    return unit @ unit.T
+
+
+def mean_by_offset(similarity: Tensor) -> Tensor:
+    """The mean of C[p, p + k] over p, for each offset k = 0 … P − 1.
+
+    Args:
+        similarity: square ``[P, P]`` matrix, e.g. from :func:`cosine_matrix`.
+
+    Returns:
+        ``[P]`` in the dtype of ``similarity``; entry k averages the P − k pairs at offset k.
+
+    Raises:
+        ValueError: if ``similarity`` is not square.
+    """
+    if similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1]:
+        raise ValueError(f"similarity must be [P, P], got {tuple(similarity.shape)}")
+    n = similarity.shape[0]
+    return torch.stack([torch.diagonal(similarity, k).mean() for k in range(n)])
+
+
+def offset_r2(similarity: Tensor) -> float:
+    """The share of the off-diagonal variance of a symmetric C explained by the offset |p − p′|.
+
+    Each off-diagonal entry is predicted by the mean of its offset (:func:`mean_by_offset`);
+    the result is 1 − Var(residual) / Var(C) over the off-diagonal entries: 1 for a table
+    whose similarity depends on the offset only (the sinusoidal table), about 0 for random
+    rows.
+
+    Args:
+        similarity: symmetric ``[P, P]`` matrix, P ≥ 3.
+
+    Raises:
+        ValueError: if ``similarity`` is not square with P ≥ 3.
+    """
+    if similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1] or similarity.shape[0] < 3:
+        raise ValueError(f"similarity must be [P, P] with P >= 3, got {tuple(similarity.shape)}")
+    n = similarity.shape[0]
+    offset = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).abs()  # [P, P]
+    residual = similarity - mean_by_offset(similarity)[offset]
+    off_diagonal = ~torch.eye(n, dtype=torch.bool)
+    return 1 - (residual[off_diagonal].var() / similarity[off_diagonal].var()).item()
+
+
+def fitted_scale(trained: Tensor, start: Tensor) -> float:
+    """Least-squares c in ``trained ≈ c · start``: Σ trained·start / Σ start², in float64.
+
+    How much a table shrank (c < 1) or grew since its start, the rest ``trained − c·start``
+    being what training wrote that is not a multiple of the start.
+
+    Args:
+        trained, start: tables of one shape (e.g. ``[P, d_model]``), ``start`` not all zero.
+
+    Raises:
+        ValueError: if the shapes differ or ``start`` is zero.
+    """
+    if trained.shape != start.shape:
+        raise ValueError(f"trained and start must have one shape, got {tuple(trained.shape)} and {tuple(start.shape)}")
+    after, before = trained.double(), start.double()
+    norm = (before**2).sum()
+    if norm == 0:
+        raise ValueError("start is all zeros: no scale can be fitted")
+    return ((after * before).sum() / norm).item()
+
+
+def pair_angles(rows: Tensor) -> Tensor:
+    """The angle of each (sin, cos) pair of an interleaved sinusoidal table, in float64.
+
+    Pair i of row p is (PE[p, 2i], PE[p, 2i + 1]) = (sin θ, cos θ); the angle is
+    ``atan2(sin, cos)`` in (−π, π], i.e. p·ω_i wrapped.
+
+    Args:
+        rows: ``[P, d_model]`` table in the paper's interleaved layout, d_model even.
+
+    Returns:
+        float64 ``[P, d_model / 2]`` angles (rad).
+
+    Raises:
+        ValueError: if ``rows`` is not 2-D with an even width.
+    """
+    if rows.dim() != 2 or rows.shape[1] % 2:
+        raise ValueError(f"rows must be [P, d_model] with d_model even, got {tuple(rows.shape)}")
+    return torch.atan2(rows[:, 0::2].double(), rows[:, 1::2].double())
+
+
+def sinusoidal_angle_error(num_positions: int, d_model: int, base: float, angle_dtype: torch.dtype) -> Tensor:
+    """How far the angles of a table formed in ``angle_dtype`` are from float64 angles.
+
+    Compares :func:`~posenc_lib.encodings.sinusoidal_encoding` with ``angle_dtype`` against the
+    default table (angles formed in float64), pair by pair: the error is the wrapped angle
+    difference, in [0, π] (π: the angle is noise).
+
+    Args:
+        num_positions: P, rows 0 … P − 1.
+        d_model: even table width.
+        base: the frequency base (10 000 in the paper).
+        angle_dtype: the dtype the angles p·ω_i are formed in (e.g. ``torch.bfloat16``).
+
+    Returns:
+        float64 ``[P]``: the largest error over the pairs at each position (rad).
+
+    Raises:
+        ValueError: as :func:`~posenc_lib.encodings.sinusoidal_encoding`.
+    """
+    reference = sinusoidal_encoding(num_positions, d_model, base)
+    rows = sinusoidal_encoding(num_positions, d_model, base, angle_dtype=angle_dtype)
+    diff = pair_angles(rows) - pair_angles(reference)
+    return torch.atan2(diff.sin(), diff.cos()).abs().max(dim=1).values
+
+
+def sinusoidal_offset_distance(offsets: Tensor, d_model: int, base: float) -> Tensor:
+    """‖PE(p + k) − PE(p)‖ for each offset k, in exact arithmetic: √(2 Σ_i (1 − cos kω_i)).
+
+    The same at every p (each pair is a unit vector turned by kω_i), so it is a function of k
+    alone; computed in float64 from :func:`~posenc_lib.encodings.sinusoidal_frequencies`.
+
+    Args:
+        offsets: ``[K]`` offsets k (any real dtype; float64 keeps kω_i exact enough).
+        d_model: even table width.
+        base: the frequency base.
+
+    Returns:
+        float64 ``[K]`` distances, in the table's units.
+
+    Raises:
+        ValueError: if ``offsets`` is not 1-D, or as ``sinusoidal_frequencies``.
+    """
+    if offsets.dim() != 1:
+        raise ValueError(f"offsets must be [K], got {tuple(offsets.shape)}")
+    w = sinusoidal_frequencies(d_model, base)  # [d_model/2]
+    return (2 * (1 - torch.cos(offsets[:, None] * w)).sum(1)).sqrt()
+
+
+def offset_curve_shape(f: Tensor, near: int = 512) -> dict[str, float]:
+    """Landmarks of a curve over offsets, such as f(k) = PE(0)·PE(k) for k = 0 … K.
+
+    Args:
+        f: ``[K + 1]`` values at k = 0 … K, with K ≥ ``near``; it must rise somewhere and go
+            below 0 somewhere (the sinusoidal dot product does, for any base).
+        near: the offsets searched for the largest rebound, k ≤ ``near``.
+
+    Returns:
+        ``first_rise``: the smallest k with f(k + 1) > f(k); ``rebound_from`` and
+        ``rebound_to``: where the largest rise above the running minimum over k ≤ ``near``
+        starts (that minimum) and ends; ``rebound``: that rise, in f's units;
+        ``first_negative``: the smallest k with f(k) < 0; ``lowest``: the k ≥ 1 where f is
+        smallest (the first, on a tie), and ``minimum``: f there. Offsets are ints, values
+        floats.
+
+    Raises:
+        ValueError: if ``f`` is not 1-D with more than ``near`` entries, never rises or is
+            never negative.
+    """
+    if f.dim() != 1 or f.numel() <= near:
+        raise ValueError(f"f must be [K + 1] with K >= near={near}, got {tuple(f.shape)}")
+    rises, negative = (f[1:] > f[:-1]).nonzero(), (f < 0).nonzero()
+    if not len(rises) or not len(negative):
+        raise ValueError("f must rise somewhere and be negative somewhere")
+    head = f[: near + 1]
+    rebound = head - torch.cummin(head, 0).values  # rise above the lowest value so far
+    top = int(rebound.argmax())
+    lowest = int(f[1:].argmin()) + 1
+    return {"first_rise": int(rises[0]), "rebound_from": int(head[: top + 1].argmin()),
+            "rebound_to": top, "rebound": float(rebound.max()), "first_negative": int(negative[0]),
+            "lowest": lowest, "minimum": float(f[lowest])}
+
+
+def learned_position_table(model: torch.nn.Module) -> Tensor:
+    """The learned position table of a model, ``[max_positions, d_model]``, detached, on the CPU.
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM` with
+            ``position="learned"``.
+
+    Raises:
+        ValueError: if the model has no learned position table.
+    """
+    learned = getattr(model, "learned", None)
+    if learned is None:
+        raise ValueError("the model has no learned position table (position != 'learned')")
+    return learned.table.weight.detach().cpu()
+
+
+def offset_structure(similarity: Tensor, digits: int | None = None) -> dict[str, float]:
+    """How much a row-similarity matrix C is organised by offset, in four numbers.
+
+    Args:
+        similarity: symmetric ``[P, P]`` matrix (:func:`cosine_matrix`), P > 32.
+        digits: round each number with Python's ``round(x, digits)``; None: unrounded.
+
+    Returns:
+        ``"mean C, offset 1"``, ``"mean C, offset 8"``: :func:`mean_by_offset` at k = 1 and 8;
+        ``"mean C, offsets ≥ 32"``: its mean over k ≥ 32; ``"variance explained by offset"``:
+        :func:`offset_r2`. Plain floats.
+
+    Raises:
+        ValueError: if ``similarity`` is not square with more than 32 rows.
+    """
+    if similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1] or similarity.shape[0] <= 32:
+        raise ValueError(f"similarity must be [P, P] with P > 32, got {tuple(similarity.shape)}")
+    profile = mean_by_offset(similarity)
+    numbers = {"mean C, offset 1": profile[1].item(), "mean C, offset 8": profile[8].item(),
+               "mean C, offsets ≥ 32": profile[32:].mean().item(),
+               "variance explained by offset": offset_r2(similarity)}
+    return numbers if digits is None else {k: round(v, digits) for k, v in numbers.items()}

@@ -12,8 +12,10 @@ Shapes: B batch, T sequence, C = d_model, N = number of (window, position) sampl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 from torch import Tensor
 
@@ -151,3 +153,34 @@ class RidgeProbe:
     def score(self, features: Tensor, targets: Tensor) -> float:
         """R² of the probe's predictions on ``features`` ``[N, C]`` against ``targets`` ``[N]``."""
         return r_squared(targets, self.predict(features))
+
+
+def quartiles_by_range(positions: Tensor, predictions: Tensor, edges: Sequence[int]) -> pd.DataFrame:
+    """A probe's predictions summed up by range of the true position: the median position and
+    the quartiles of the predictions in each range ``[edges[j], edges[j + 1])``.
+
+    Args:
+        positions: ``[N]`` true positions t (integers).
+        predictions: ``[N]`` predicted values, e.g. a probe's t̂ for the same samples.
+        edges: increasing positions; samples outside ``[edges[0], edges[-1])`` are left out.
+
+    Returns:
+        one row per range that holds samples, labelled ``"lo ≤ t < hi"``; columns ``"t"``
+        (median true position in the range), ``"25%"``, ``"50%"``, ``"75%"`` (quartiles of
+        the predictions, linearly interpolated, as ``pandas.Series.describe``).
+
+    Raises:
+        ValueError: if positions and predictions are not two ``[N]`` tensors of one length, or
+            the edges are not increasing.
+    """
+    if positions.dim() != 1 or positions.shape != predictions.shape:
+        raise ValueError(f"positions and predictions must be [N] each, got {tuple(positions.shape)} "
+                         f"and {tuple(predictions.shape)}")
+    if any(hi <= lo for lo, hi in zip(edges[:-1], edges[1:])):
+        raise ValueError(f"edges must be strictly increasing, got edges={list(edges)}")
+    frame = pd.DataFrame({"t": positions.numpy(), "predicted": predictions.numpy()})
+    groups = frame.groupby(pd.cut(frame["t"], edges, right=False), observed=True)
+    table = groups["predicted"].describe()[["25%", "50%", "75%"]]
+    table.insert(0, "t", groups["t"].median())
+    table.index = pd.Index([f"{r.left} ≤ t < {r.right}" for r in table.index])
+    return table

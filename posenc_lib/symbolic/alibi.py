@@ -126,3 +126,39 @@ def row_shift(form_a: BiasForm, form_b: BiasForm, *, causal: bool) -> sp.Expr:
         shift = sp.simplify(bias(form_a, t, t - r, m) - bias(form_b, t, t - r, m))
         return shift.subs(r, t - s)
     return sp.simplify(bias(form_a, t, s, m) - bias(form_b, t, s, m))
+
+
+def slope_exponents(slopes: Sequence[sp.Expr]) -> list[sp.Expr]:
+    """The exponents e of slopes written as 2^e, as exact rationals (2^(−4/3) → −4/3).
+
+    Raises:
+        ValueError: if a slope is not positive.
+    """
+    if any(not (m > 0) for m in slopes):
+        raise ValueError(f"slopes must be positive, got {list(slopes)}")
+    return [sp.nsimplify(sp.log(m, 2)) for m in slopes]
+
+
+def ladder_heads(num_heads: int) -> int:
+    """2c, twice the closest power of two c ≤ H: the head count whose plain slopes
+    2^(−8h/2c) hold every slope the paper's rule gives H heads (:func:`exact_slopes`).
+
+    Raises:
+        ValueError: if ``num_heads`` < 1.
+    """
+    if num_heads < 1:
+        raise ValueError(f"num_heads must be >= 1, got {num_heads}")
+    return 2 * 2 ** (num_heads.bit_length() - 1)
+
+
+def off_ladder(slopes: Sequence[sp.Expr], num_heads: int) -> int:
+    """How many of ``slopes`` are not on the ladder of :func:`ladder_heads` (H) heads.
+
+    0 for the rule's slopes of H heads, more for the plain sequence 2^(−8h/H) when H is not a
+    power of two.
+
+    Raises:
+        ValueError: if ``num_heads`` < 1.
+    """
+    ladder = set(plain_slopes(ladder_heads(num_heads)))
+    return sum(m not in ladder for m in slopes)

@@ -407,3 +407,21 @@ def fine_tune(
                  use_autocast=config.base.autocast_dtype == "bfloat16",  # as the base was trained
                  device=device, desc=f"fine-tune {method} at {config.seq_len}", progress=progress)
     return tuned, record
+
+
+def smoothed_losses(losses: list[float], window: int = 20) -> torch.Tensor:
+    """Moving average of a loss curve (e.g. :attr:`TrainRecord.losses`) over ``window`` steps.
+
+    Args:
+        losses: one loss per step (nats per token).
+        window: steps averaged, 1 ≤ window ≤ len(losses).
+
+    Returns:
+        float32 ``[len(losses) − window + 1]``: entry j is the mean of steps j … j + window − 1.
+
+    Raises:
+        ValueError: if ``window`` is outside 1 … len(losses).
+    """
+    if not 1 <= window <= len(losses):
+        raise ValueError(f"window must be in 1 … {len(losses)} (the number of losses), got window={window}")
+    return torch.tensor(losses).unfold(0, window, 1).mean(1)
