@@ -46,7 +46,9 @@ Notation used for tensor shapes (as in the docstrings and the comments at each r
 
 Where the code lives (each folder's ``__init__`` says more):
 
-* ``encodings/``: one module per positional encoding, and RoPE's context extensions;
+* ``encodings/``: one module per positional encoding, RoPE's context extensions, and
+  RoPE's cache-blocked kernel (``rope_kernel``: the model's path, measured in the cost
+  chapter);
 * ``symbolic/``: the SymPy derivations of sinusoidal, RoPE and ALiBi identities;
 * ``model/``: attention and the small Transformer the chapters train;
 * ``training/``: corpora, the training loop, evaluation, the store of trained models;
@@ -54,8 +56,8 @@ Where the code lives (each folder's ``__init__`` says more):
 * ``tasks/``: passkey retrieval and the seeded train-short/test-long sweep;
 * ``pretrained/``: a pretrained checkpoint (SmolLM2): loading, check-up, KV cache,
   streaming, long-context and passkey runs;
-* ``measure.py``: timing, memory traffic and other ways to write RoPE and ALiBi, for the
-  cost chapter; ``players.py``: the chapters' interactive figures; ``records.py``:
+* ``measure.py``: timing, memory traffic, stored benchmark runs and another way to write
+  ALiBi, for the cost chapter; ``players.py``: the chapters' interactive figures; ``records.py``:
   writing results files.
 
 The book's presentation (figure style, tables, stored results, checked bounds) is the
@@ -85,6 +87,8 @@ from posenc_lib.encodings import (
     t5_relative_position_bucket,
     T5RelativePositionBias,
 )
+from posenc_lib.encodings.rope import rope_complex, rope_rotate_half_naive
+from posenc_lib.encodings.rope_kernel import apply_rope_blocked, rotate_pairs_blocked
 from posenc_lib.encodings.rope_scaling import dynamic_ntk_base, normalize_rope_parameters
 from posenc_lib.encodings.logit_scaling import (
     normalize_logit_scaling,
@@ -198,8 +202,6 @@ from posenc_lib.measure import (
     load_stored_benchmark,
     memory_traffic,
     rope_bytes,
-    rope_complex,
-    rope_rotate_half_naive,
 )
 from posenc_lib.players import (
     attention_by_length_player,
@@ -252,6 +254,7 @@ __all__ = [
     "alibi_slopes",
     "apply_mrope",
     "apply_rope",
+    "apply_rope_blocked",
     "assert_above",
     "assert_below",
     "attend",
@@ -327,6 +330,7 @@ __all__ = [
     "rope_score_by_pair",
     "rope_settings",
     "rotate_pairs",
+    "rotate_pairs_blocked",
     "run_sweep",
     "sample_batch",
     "scheme_label",

@@ -445,49 +445,7 @@ def attention_bias_bytes(
 
 
 # ------------------------------------------------------------------------------------
-# Other ways to write RoPE, to compare the library's kernel with
-
-
-def rope_rotate_half_naive(x: Tensor, cos_full: Tensor, sin_full: Tensor) -> Tensor:
-    """RoPE as many tutorials write it: ``x · cos + rotate_half(x) · sin``.
-
-    ``rotate_half(x) = cat(−x₂, x₁)`` for the halves x₁, x₂ of the last dimension; cos
-    and sin are stored full width (each angle twice), as in Hugging Face's Llama. Equal
-    to :func:`~posenc_lib.encodings.rope.apply_rope` (rotate-half convention) up to
-    rounding, but it creates five temporaries: the negation, the concatenation, two
-    products, the sum.
-
-    Args:
-        x: ``[..., seq, d]``, float.
-        cos_full, sin_full: ``[seq, d]`` (``cat(cos, cos)``), broadcastable against x.
-
-    Returns:
-        Tensor with x's shape; float arithmetic in the promoted dtype of x and the
-        tables.
-    """
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos_full + rotated * sin_full
-
-
-def rope_complex(x: Tensor, rotations: Tensor) -> Tensor:
-    """RoPE as a complex multiplication (Su et al. 2021, eq. 34; Meta's Llama code).
-
-    Adjacent pairs (2i, 2i+1) of x are read as complex numbers x_{2i} + i·x_{2i+1} and
-    multiplied by e^{i p θ_i}: one elementwise product, one read of x and one write.
-    This is the *interleaved* convention: it equals ``apply_rope(x, positions,
-    interleaved=True)``.
-
-    Args:
-        x: ``[..., seq, d]``, float32 or float64, with a contiguous last dimension.
-        rotations: complex ``[seq, d/2]`` (``torch.polar(ones, angles)``).
-
-    Returns:
-        Tensor with x's shape and dtype.
-    """
-    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # (..., seq, d/2) complex
-    rotated = torch.view_as_real(pairs * rotations)  # (..., seq, d/2, 2)
-    return rotated.flatten(-2)  # (..., seq, d)
+# Another way to write ALiBi, to compare the library's with
 
 
 def alibi_attention_folded_keys(
