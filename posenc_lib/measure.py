@@ -572,6 +572,112 @@ def benchmark_label(record: dict) -> str:
     )
 
 
+def stored_benchmark_runs(suite: str, series: str) -> list[dict]:
+    """The stored CPU runs of one suite that belong to a series, in the order they ran.
+
+    A series is a set of runs made together and labelled ``"SERIES, run N of M, …"``
+    (``python -m tools.benchmarks --label``), e.g. the cost chapter's ``"series A"``.
+
+    Args:
+        suite: ``"rope"``, ``"attention"`` or ``"model"``.
+        series: the start of the runs' labels, e.g. ``"series A"``.
+
+    Returns:
+        One record per run (as :func:`load_stored_benchmark` returns it, oldest first, by
+        file name), each with two keys added: ``"name"``, the file's stem, and
+        ``"written_utc"``, the time the file was written (from its name), a UTC
+        ``pandas.Timestamp``.
+
+    Raises:
+        ValueError: for a suite name with a path separator or ``-``.
+    """
+    import pandas as pd
+    from posenc_book.stored import stored_results_dir  # late: stored imports experiments
+
+    if not suite or any(c in suite for c in "/\\-"):
+        raise ValueError(f"suite must be a suite name such as 'rope', got suite={suite!r}")
+    runs = []
+    for path in sorted(stored_results_dir("benchmarks").glob(f"{suite}-cpu-*.json")):
+        record = load_stored_benchmark(path.stem)
+        if (record["label"] or "").startswith(series):
+            stamp = path.stem.split("-")[-1]
+            written = pd.to_datetime(stamp, format="%Y%m%dT%H%M%SZ", utc=True)
+            runs.append({**record, "name": path.stem, "written_utc": written})
+    return runs
+
+
+def benchmark_rows(runs: list[dict]):
+    """Every measurement of several stored runs as one long table.
+
+    Args:
+        runs: records as :func:`stored_benchmark_runs` returns them.
+
+    Returns:
+        ``pandas.DataFrame``: one row per stored row (its columns as the suite wrote
+        them, e.g. ``variant``, ``median_ms``, ``cpu_median_ms``), and ``run``, the
+        run's number (1 for ``runs[0]`` …).
+    """
+    import pandas as pd
+
+    frames = [pd.DataFrame(record["rows"]).assign(run=i + 1) for i, record in enumerate(runs)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def run_provenance(record: dict) -> dict:
+    """Where and when a labelled stored run ran, as a table row.
+
+    Args:
+        record: a record of :func:`stored_benchmark_runs`, labelled
+            ``"…, run N of M, library at 1a2b3c4 …"``.
+
+    Returns:
+        ``{"run": N, "started (UTC)": "YYYY-MM-DD HH:MM", "threads": int,
+        "load average": "start → end" (1-minute averages), "library at": "1a2b3c4"}``.
+
+    Raises:
+        ValueError: for a label without a run number or a commit.
+    """
+    import re
+
+    label = record["label"] or ""
+    run, commit = re.search(r"run (\d+) of", label), re.search(r"at ([0-9a-f]{7})", label)
+    if run is None or commit is None:
+        raise ValueError(f"label must name 'run N of M' and 'at <commit>', got {label!r}")
+    env = record["environment"]
+    start, end = env["load_average"][0], record["load_average_end"][0]
+    return {
+        "run": int(run.group(1)),
+        "started (UTC)": env["date_utc"][:16].replace("T", " "),
+        "threads": env["torch_threads"],
+        "load average": f"{start:.1f} → {end:.1f}",
+        "library at": commit.group(1),
+    }
+
+
+def per_run(frame, value: str, **where):
+    """One value per run: column ``value`` of the rows of ``frame`` (a
+    :func:`benchmark_rows` table) where each named column equals the value given.
+
+    Example: ``per_run(rows, "median_ms", variant="copy", dtype="float32")``.
+
+    Returns:
+        ``pandas.Series`` indexed by ``run``, sorted.
+
+    Raises:
+        KeyError: for a column the table does not have.
+    """
+    chosen = frame
+    for column, wanted in where.items():
+        chosen = chosen[chosen[column] == wanted]
+    return chosen.set_index("run")[value].sort_index()
+
+
+def spread(values) -> str:
+    """``"median (lowest–highest)"`` of a series of values (e.g. one per run), two
+    decimals: ``spread(pd.Series([1, 2, 4]))`` is ``"2.00 (1.00–4.00)"``."""
+    return f"{values.median():.2f} ({values.min():.2f}–{values.max():.2f})"
+
+
 def _cpu_model() -> str | None:
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():

@@ -297,3 +297,41 @@ def test_stored_benchmark_loader_and_label(tmp_path, monkeypatch) -> None:
         load_stored_benchmark("missing")
     with pytest.raises(ValueError, match="file stem"):
         load_stored_benchmark("../x")
+
+
+def test_stored_benchmark_runs_reads_one_series_in_order() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import benchmark_rows, per_run, run_provenance, stored_benchmark_runs
+
+    runs = stored_benchmark_runs("rope", "series A")
+    assert [run_provenance(r)["run"] for r in runs] == [1, 2, 3, 4, 5]
+    assert all(r["label"].startswith("series A") for r in runs)
+    names = [r["name"] for r in runs]
+    assert names == sorted(names) and all(n.startswith("rope-cpu-") for n in names)
+    for r in runs:  # written after it started, within the hour
+        started = pd.Timestamp(r["environment"]["date_utc"])
+        assert pd.Timedelta(0) < r["written_utc"] - started < pd.Timedelta(hours=1)
+    rows = benchmark_rows(runs)
+    assert len(rows) == sum(len(r["rows"]) for r in runs)
+    assert sorted(rows.run.unique()) == [1, 2, 3, 4, 5]
+    copy = per_run(rows, "median_ms", variant=rows.variant.iloc[0], dtype="float32", shape_name="large")
+    assert list(copy.index) == [1, 2, 3, 4, 5]
+    assert stored_benchmark_runs("rope", "no such series") == []
+    with pytest.raises(ValueError, match="suite must be"):
+        stored_benchmark_runs("../rope", "series A")
+
+
+def test_run_provenance_and_spread() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import run_provenance, spread
+
+    record = {"label": "series B, run 3 of 5, library at 1a2b3c4 (export)", "load_average_end": [2.0, 1, 1],
+              "environment": {"date_utc": "2026-12-02T04:20:50+00:00", "torch_threads": 1,
+                              "load_average": [1.25, 1, 1]}}
+    assert run_provenance(record) == {"run": 3, "started (UTC)": "2026-12-02 04:20", "threads": 1,
+                                      "load average": "1.2 → 2.0", "library at": "1a2b3c4"}
+    with pytest.raises(ValueError, match="label must name"):
+        run_provenance({**record, "label": None})
+    assert spread(pd.Series([1, 2, 4])) == "2.00 (1.00–4.00)"

@@ -135,12 +135,15 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> T
         >>> rotate_pairs(x, torch.tensor([[0.0]]), torch.tensor([[1.0]]), interleaved=False)
         tensor([[0., 1.]])
     """
-    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    x_a, x_b = _pairs(x.to(compute_dtype), interleaved)  # (..., seq, d/2) views
-    cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xc, cos, sin = x.to(compute), cos.to(compute), sin.to(compute)
+    if interleaved:  # pairs (2i, 2i+1)
+        x_a, x_b = xc[..., 0::2], xc[..., 1::2]
+    else:  # pairs (i, i + d/2)
+        x_a, x_b = xc.chunk(2, dim=-1)
     out_a = torch.addcmul(x_a * cos, x_b, sin, value=-1.0)  # x_a cos − x_b sin
     out_b = torch.addcmul(x_b * cos, x_a, sin)  # x_b cos + x_a sin
-    if interleaved:  # (..., d/2, 2) -> (..., d): a_0, b_0, a_1, b_1, …
+    if interleaved:  # back to a_0, b_0, a_1, b_1, …
         out = torch.stack([out_a, out_b], dim=-1).flatten(-2)
     else:
         out = torch.cat([out_a, out_b], dim=-1)
