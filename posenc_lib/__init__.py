@@ -88,6 +88,12 @@ from posenc_lib.encodings import (
     T5RelativePositionBias,
 )
 from posenc_lib.encodings.rope import rope_complex, rope_rotate_half_naive
+from posenc_lib.encodings.rope_decay import (
+    decay_by_parts_checks,
+    decay_curves,
+    rope_pairs_as_complex,
+    rope_phases,
+)
 from posenc_lib.encodings.rope_kernel import apply_rope_blocked, rotate_pairs_blocked
 from posenc_lib.encodings.rope_scaling import dynamic_ntk_base, normalize_rope_parameters
 from posenc_lib.encodings.logit_scaling import (
@@ -280,6 +286,8 @@ __all__ = [
     "compare",
     "context_extension_player",
     "critical_pair",
+    "decay_by_parts_checks",
+    "decay_curves",
     "device_name",
     "dimension_frequencies",
     "distance_to_trained_rows",
@@ -333,6 +341,8 @@ __all__ = [
     "rope_cos_sin",
     "rope_inverse_frequencies",
     "rope_pair_dims",
+    "rope_pairs_as_complex",
+    "rope_phases",
     "rope_rotate_half_naive",
     "rope_rotation_player",
     "rope_scaled_frequencies",

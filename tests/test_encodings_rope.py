@@ -97,7 +97,7 @@ def test_module_matches_function_and_keeps_float32_cache() -> None:
     x = torch.randn(2, 2, 6, 8)
     positions = torch.arange(6)
     assert torch.allclose(rope(x, positions), apply_rope(x, positions), atol=1e-6)
-    assert rope._cos.dtype == torch.float32
+    assert rope.cache[0].dtype == torch.float32
 
 
 def test_module_partial_rotary() -> None:
@@ -161,14 +161,14 @@ def test_left_padding_matches_unpadded(interleaved: bool) -> None:
 def test_cache_extends_and_follows_function() -> None:
     rope = RotaryEmbedding(8)
     rope(torch.randn(1, 1, 4, 8), torch.arange(4))
-    assert rope._cos.shape == (4, 4)
+    assert rope.cache[0].shape == (4, 4)
     x = torch.randn(1, 1, 10, 8)
     positions = torch.arange(100, 110)
     out = rope(x, positions)
-    assert rope._cos.shape[0] >= 110 and rope._cos.dtype == torch.float32
+    assert rope.cache[0].shape[0] >= 110 and rope.cache[0].dtype == torch.float32
     assert torch.equal(out, apply_rope(x, positions))
     rope(torch.randn(1, 1, 1, 8), torch.tensor([3]))  # a shorter request never shrinks it
-    assert rope._cos.shape[0] >= 110
+    assert rope.cache[0].shape[0] >= 110
 
 
 def test_module_negative_positions_match_function() -> None:
