@@ -214,6 +214,7 @@ from posenc_lib.measure import (
     run_provenance,
     spread,
     stored_benchmark_runs,
+    with_cpu_time_fractions,
 )
 from posenc_lib.players import (
     attention_by_length_player,
@@ -376,6 +377,7 @@ __all__ = [
     "use_own_rope",
     "use_posenc_rope",
     "weight_decay_factor",
+    "with_cpu_time_fractions",
     "with_identical_rows",
     "with_rope_scaling",
 ]

@@ -654,6 +654,34 @@ def run_provenance(record: dict) -> dict:
     }
 
 
+def with_cpu_time_fractions(rows, reference: str):
+    """Each row's bandwidth relative to a reference variant's, by CPU time.
+
+    A row's rate is ``bytes_needed`` per CPU millisecond; it is divided by the rate of
+    the ``reference`` row (e.g. a copy into an existing tensor) of the same run and
+    dtype, measured in the same rounds.
+
+    Args:
+        rows: a :func:`benchmark_rows` table with ``run``, ``dtype``, ``variant``,
+            ``bytes_needed``, ``median_ms`` and ``cpu_median_ms``, holding a ``reference``
+            row for every (run, dtype).
+        reference: the variant to divide by.
+
+    Returns:
+        A new table (rows without a reference of their run and dtype are dropped) with
+        ``copy_bytes`` and ``copy_cpu_ms`` (the reference's), ``cpu_fraction`` (rate ÷
+        the reference's), ``cpu_gb_per_s`` (GB per CPU second) and ``stretch`` (wall
+        time ÷ CPU time) added.
+    """
+    copy_cpu = rows[rows.variant == reference][["run", "dtype", "bytes_needed", "cpu_median_ms"]]
+    copy_cpu.columns = ["run", "dtype", "copy_bytes", "copy_cpu_ms"]
+    rows = rows.merge(copy_cpu, on=["run", "dtype"])
+    rows["cpu_fraction"] = (rows.bytes_needed / rows.cpu_median_ms) / (rows.copy_bytes / rows.copy_cpu_ms)
+    rows["cpu_gb_per_s"] = rows.bytes_needed / rows.cpu_median_ms / 1e6
+    rows["stretch"] = rows.median_ms / rows.cpu_median_ms
+    return rows
+
+
 def per_run(frame, value: str, **where):
     """One value per run: column ``value`` of the rows of ``frame`` (a
     :func:`benchmark_rows` table) where each named column equals the value given.

@@ -335,3 +335,21 @@ def test_run_provenance_and_spread() -> None:
     with pytest.raises(ValueError, match="label must name"):
         run_provenance({**record, "label": None})
     assert spread(pd.Series([1, 2, 4])) == "2.00 (1.00–4.00)"
+
+
+def test_cpu_time_fractions_divide_by_the_reference_of_the_same_run_and_dtype() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import with_cpu_time_fractions
+
+    rows = pd.DataFrame({
+        "run": [1, 1, 2, 2, 1], "dtype": ["float32"] * 4 + ["bfloat16"],
+        "variant": ["copy", "rope", "copy", "rope", "rope"],
+        "bytes_needed": [100.0, 50.0, 100.0, 50.0, 25.0],
+        "cpu_median_ms": [1.0, 1.0, 2.0, 0.5, 1.0], "median_ms": [2.0, 3.0, 2.0, 1.0, 1.0],
+    })
+    out = with_cpu_time_fractions(rows, "copy").set_index(["run", "variant"])
+    assert out.loc[(1, "rope"), "cpu_fraction"] == 0.5 and out.loc[(2, "rope"), "cpu_fraction"] == 2.0
+    assert out.loc[(1, "copy"), "cpu_gb_per_s"] == 100 / 1.0 / 1e6
+    assert out.loc[(1, "rope"), "stretch"] == 3.0
+    assert len(out) == 4  # the bfloat16 row has no reference: dropped
