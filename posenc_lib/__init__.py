@@ -46,7 +46,9 @@ Notation used for tensor shapes (as in the docstrings and the comments at each r
 
 Where the code lives (each folder's ``__init__`` says more):
 
-* ``encodings/``: one module per positional encoding, and RoPE's context extensions;
+* ``encodings/``: one module per positional encoding, RoPE's context extensions, and
+  RoPE's cache-blocked kernel (``rope_kernel``: the model's path, measured in the cost
+  chapter);
 * ``symbolic/``: the SymPy derivations of sinusoidal, RoPE and ALiBi identities;
 * ``model/``: attention and the small Transformer the chapters train;
 * ``training/``: corpora, the training loop, evaluation, the store of trained models;
@@ -54,8 +56,8 @@ Where the code lives (each folder's ``__init__`` says more):
 * ``tasks/``: passkey retrieval, multi-key recall and the seeded train-short/test-long sweep;
 * ``pretrained/``: a pretrained checkpoint (SmolLM2): loading, check-up, KV cache,
   streaming, long-context and passkey runs;
-* ``measure.py``: timing, memory traffic and other ways to write RoPE and ALiBi, for the
-  cost chapter; ``players.py``: the chapters' interactive figures; ``records.py``:
+* ``measure.py``: timing, memory traffic, stored benchmark runs and another way to write
+  ALiBi, for the cost chapter; ``players.py``: the chapters' interactive figures; ``records.py``:
   writing results files.
 
 The book's presentation (figure style, tables, stored results, checked bounds) is the
@@ -85,6 +87,14 @@ from posenc_lib.encodings import (
     t5_relative_position_bucket,
     T5RelativePositionBias,
 )
+from posenc_lib.encodings.rope import rope_complex, rope_rotate_half_naive
+from posenc_lib.encodings.rope_decay import (
+    decay_by_parts_checks,
+    decay_curves,
+    rope_pairs_as_complex,
+    rope_phases,
+)
+from posenc_lib.encodings.rope_kernel import apply_rope_blocked, rotate_pairs_blocked
 from posenc_lib.encodings.rope_scaling import dynamic_ntk_base, normalize_rope_parameters
 from posenc_lib.encodings.logit_scaling import (
     normalize_logit_scaling,
@@ -244,11 +254,16 @@ from posenc_lib.pretrained.streaming import (
 from posenc_lib.measure import (
     alibi_attention_folded_keys,
     attention_bias_bytes,
+    benchmark_rows,
+    compare,
     load_stored_benchmark,
     memory_traffic,
+    per_run,
     rope_bytes,
-    rope_complex,
-    rope_rotate_half_naive,
+    run_provenance,
+    spread,
+    stored_benchmark_runs,
+    with_cpu_time_fractions,
 )
 from posenc_lib.players import (
     attention_by_length_player,
@@ -325,6 +340,7 @@ __all__ = [
     "alibi_slopes",
     "apply_mrope",
     "apply_rope",
+    "apply_rope_blocked",
     "assert_above",
     "assert_below",
     "attend",
@@ -335,6 +351,7 @@ __all__ = [
     "attention_input",
     "attention_mass_beyond",
     "attention_probabilities",
+    "benchmark_rows",
     "binned_means",
     "block_means",
     "byte_encode",
@@ -342,9 +359,12 @@ __all__ = [
     "cached_decode_logits",
     "causal_mask",
     "clamped_rope_distances",
+    "compare",
     "context_extension_player",
     "cosine_matrix",
     "critical_pair",
+    "decay_by_parts_checks",
+    "decay_curves",
     "describe_scale",
     "device_name",
     "dimension_frequencies",
@@ -404,6 +424,7 @@ __all__ = [
     "passkey_table",
     "per_byte",
     "per_position_nll",
+    "per_run",
     "pick_device",
     "plain_log_ticks",
     "plan_sweep",
@@ -435,12 +456,16 @@ __all__ = [
     "rope_inverse_frequencies",
     "rope_mean_pair_prediction",
     "rope_pair_dims",
+    "rope_pairs_as_complex",
+    "rope_phases",
     "rope_rotate_half_naive",
     "rope_rotation_player",
     "rope_scaled_frequencies",
     "rope_score_by_pair",
     "rope_settings",
     "rotate_pairs",
+    "rotate_pairs_blocked",
+    "run_provenance",
     "run_sweep",
     "sample_batch",
     "sample_recall_windows",
@@ -459,6 +484,8 @@ __all__ = [
     "sliding_window",
     "smoothed_losses",
     "softmax_scale_multiplier",
+    "spread",
+    "stored_benchmark_runs",
     "stored_results_dir",
     "streaming_logits",
     "streaming_nll",
@@ -472,6 +499,7 @@ __all__ = [
     "use_own_rope",
     "use_posenc_rope",
     "weight_decay_factor",
+    "with_cpu_time_fractions",
     "with_identical_rows",
     "with_rope_scaling",
 ]

@@ -445,49 +445,7 @@ def attention_bias_bytes(
 
 
 # ------------------------------------------------------------------------------------
-# Other ways to write RoPE, to compare the library's kernel with
-
-
-def rope_rotate_half_naive(x: Tensor, cos_full: Tensor, sin_full: Tensor) -> Tensor:
-    """RoPE as many tutorials write it: ``x · cos + rotate_half(x) · sin``.
-
-    ``rotate_half(x) = cat(−x₂, x₁)`` for the halves x₁, x₂ of the last dimension; cos
-    and sin are stored full width (each angle twice), as in Hugging Face's Llama. Equal
-    to :func:`~posenc_lib.encodings.rope.apply_rope` (rotate-half convention) up to
-    rounding, but it creates five temporaries: the negation, the concatenation, two
-    products, the sum.
-
-    Args:
-        x: ``[..., seq, d]``, float.
-        cos_full, sin_full: ``[seq, d]`` (``cat(cos, cos)``), broadcastable against x.
-
-    Returns:
-        Tensor with x's shape; float arithmetic in the promoted dtype of x and the
-        tables.
-    """
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos_full + rotated * sin_full
-
-
-def rope_complex(x: Tensor, rotations: Tensor) -> Tensor:
-    """RoPE as a complex multiplication (Su et al. 2021, eq. 34; Meta's Llama code).
-
-    Adjacent pairs (2i, 2i+1) of x are read as complex numbers x_{2i} + i·x_{2i+1} and
-    multiplied by e^{i p θ_i}: one elementwise product, one read of x and one write.
-    This is the *interleaved* convention: it equals ``apply_rope(x, positions,
-    interleaved=True)``.
-
-    Args:
-        x: ``[..., seq, d]``, float32 or float64, with a contiguous last dimension.
-        rotations: complex ``[seq, d/2]`` (``torch.polar(ones, angles)``).
-
-    Returns:
-        Tensor with x's shape and dtype.
-    """
-    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # (..., seq, d/2) complex
-    rotated = torch.view_as_real(pairs * rotations)  # (..., seq, d/2, 2)
-    return rotated.flatten(-2)  # (..., seq, d)
+# Another way to write ALiBi, to compare the library's with
 
 
 def alibi_attention_folded_keys(
@@ -612,6 +570,140 @@ def benchmark_label(record: dict) -> str:
         f"{record['suite']} suite, {device}, torch {env['torch_version']}, "
         f"commit {commit}, {when} UTC{load}"
     )
+
+
+def stored_benchmark_runs(suite: str, series: str) -> list[dict]:
+    """The stored CPU runs of one suite that belong to a series, in the order they ran.
+
+    A series is a set of runs made together and labelled ``"SERIES, run N of M, …"``
+    (``python -m tools.benchmarks --label``), e.g. the cost chapter's ``"series A"``.
+
+    Args:
+        suite: ``"rope"``, ``"attention"`` or ``"model"``.
+        series: the start of the runs' labels, e.g. ``"series A"``.
+
+    Returns:
+        One record per run (as :func:`load_stored_benchmark` returns it, oldest first, by
+        file name), each with two keys added: ``"name"``, the file's stem, and
+        ``"written_utc"``, the time the file was written (from its name), a UTC
+        ``pandas.Timestamp``.
+
+    Raises:
+        ValueError: for a suite name with a path separator or ``-``.
+    """
+    import pandas as pd
+    from posenc_book.stored import stored_results_dir  # late: stored imports experiments
+
+    if not suite or any(c in suite for c in "/\\-"):
+        raise ValueError(f"suite must be a suite name such as 'rope', got suite={suite!r}")
+    runs = []
+    for path in sorted(stored_results_dir("benchmarks").glob(f"{suite}-cpu-*.json")):
+        record = load_stored_benchmark(path.stem)
+        if (record["label"] or "").startswith(series):
+            stamp = path.stem.split("-")[-1]
+            written = pd.to_datetime(stamp, format="%Y%m%dT%H%M%SZ", utc=True)
+            runs.append({**record, "name": path.stem, "written_utc": written})
+    return runs
+
+
+def benchmark_rows(runs: list[dict]):
+    """Every measurement of several stored runs as one long table.
+
+    Args:
+        runs: records as :func:`stored_benchmark_runs` returns them.
+
+    Returns:
+        ``pandas.DataFrame``: one row per stored row (its columns as the suite wrote
+        them, e.g. ``variant``, ``median_ms``, ``cpu_median_ms``), and ``run``, the
+        run's number (1 for ``runs[0]`` …).
+    """
+    import pandas as pd
+
+    frames = [pd.DataFrame(record["rows"]).assign(run=i + 1) for i, record in enumerate(runs)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def run_provenance(record: dict) -> dict:
+    """Where and when a labelled stored run ran, as a table row.
+
+    Args:
+        record: a record of :func:`stored_benchmark_runs`, labelled
+            ``"…, run N of M, library at 1a2b3c4 …"``.
+
+    Returns:
+        ``{"run": N, "started (UTC)": "YYYY-MM-DD HH:MM", "threads": int,
+        "load average": "start → end" (1-minute averages), "library at": "1a2b3c4"}``.
+
+    Raises:
+        ValueError: for a label without a run number or a commit.
+    """
+    import re
+
+    label = record["label"] or ""
+    run, commit = re.search(r"run (\d+) of", label), re.search(r"at ([0-9a-f]{7})", label)
+    if run is None or commit is None:
+        raise ValueError(f"label must name 'run N of M' and 'at <commit>', got {label!r}")
+    env = record["environment"]
+    start, end = env["load_average"][0], record["load_average_end"][0]
+    return {
+        "run": int(run.group(1)),
+        "started (UTC)": env["date_utc"][:16].replace("T", " "),
+        "threads": env["torch_threads"],
+        "load average": f"{start:.1f} → {end:.1f}",
+        "library at": commit.group(1),
+    }
+
+
+def with_cpu_time_fractions(rows, reference: str):
+    """Each row's bandwidth relative to a reference variant's, by CPU time.
+
+    A row's rate is ``bytes_needed`` per CPU millisecond; it is divided by the rate of
+    the ``reference`` row (e.g. a copy into an existing tensor) of the same run and
+    dtype, measured in the same rounds.
+
+    Args:
+        rows: a :func:`benchmark_rows` table with ``run``, ``dtype``, ``variant``,
+            ``bytes_needed``, ``median_ms`` and ``cpu_median_ms``, holding a ``reference``
+            row for every (run, dtype).
+        reference: the variant to divide by.
+
+    Returns:
+        A new table (rows without a reference of their run and dtype are dropped) with
+        ``copy_bytes`` and ``copy_cpu_ms`` (the reference's), ``cpu_fraction`` (rate ÷
+        the reference's), ``cpu_gb_per_s`` (GB per CPU second) and ``stretch`` (wall
+        time ÷ CPU time) added.
+    """
+    copy_cpu = rows[rows.variant == reference][["run", "dtype", "bytes_needed", "cpu_median_ms"]]
+    copy_cpu.columns = ["run", "dtype", "copy_bytes", "copy_cpu_ms"]
+    rows = rows.merge(copy_cpu, on=["run", "dtype"])
+    rows["cpu_fraction"] = (rows.bytes_needed / rows.cpu_median_ms) / (rows.copy_bytes / rows.copy_cpu_ms)
+    rows["cpu_gb_per_s"] = rows.bytes_needed / rows.cpu_median_ms / 1e6
+    rows["stretch"] = rows.median_ms / rows.cpu_median_ms
+    return rows
+
+
+def per_run(frame, value: str, **where):
+    """One value per run: column ``value`` of the rows of ``frame`` (a
+    :func:`benchmark_rows` table) where each named column equals the value given.
+
+    Example: ``per_run(rows, "median_ms", variant="copy", dtype="float32")``.
+
+    Returns:
+        ``pandas.Series`` indexed by ``run``, sorted.
+
+    Raises:
+        KeyError: for a column the table does not have.
+    """
+    chosen = frame
+    for column, wanted in where.items():
+        chosen = chosen[chosen[column] == wanted]
+    return chosen.set_index("run")[value].sort_index()
+
+
+def spread(values) -> str:
+    """``"median (lowest–highest)"`` of a series of values (e.g. one per run), two
+    decimals: ``spread(pd.Series([1, 2, 4]))`` is ``"2.00 (1.00–4.00)"``."""
+    return f"{values.median():.2f} ({values.min():.2f}–{values.max():.2f})"
 
 
 def _cpu_model() -> str | None:

@@ -6,7 +6,7 @@ import itertools
 import pytest
 import torch
 
-from posenc_lib import apply_rope, rope_inverse_frequencies
+from posenc_lib import apply_rope, rope_complex, rope_inverse_frequencies, rope_rotate_half_naive, rotate_pairs_blocked
 from posenc_lib import measure as benchmark
 from posenc_lib.measure import (
     Timing,
@@ -16,8 +16,6 @@ from posenc_lib.measure import (
     memory_traffic,
     peak_memory_bytes,
     rope_bytes,
-    rope_complex,
-    rope_rotate_half_naive,
     unique_bytes,
 )
 
@@ -204,9 +202,7 @@ def test_rope_traffic_library_against_naive() -> None:
     x_bytes = x.numel() * 4
     naive = memory_traffic(lambda: rope_rotate_half_naive(x, cos_full, sin_full))
     assert naive.allocations == 5 and naive.bytes_allocated == 4.5 * x_bytes
-    from posenc_lib.encodings.rope import rotate_pairs
-
-    library = memory_traffic(lambda: rotate_pairs(x, cos, sin, interleaved=False))
+    library = memory_traffic(lambda: rotate_pairs_blocked(x, cos, sin, interleaved=False))
     assert library.allocations == 1 and library.bytes_allocated == x_bytes
     assert dict(library.operations) == {"empty": 1, "mul": 2, "addcmul_": 2}
     tables = 2 * cos.numel() * 4
@@ -301,3 +297,59 @@ def test_stored_benchmark_loader_and_label(tmp_path, monkeypatch) -> None:
         load_stored_benchmark("missing")
     with pytest.raises(ValueError, match="file stem"):
         load_stored_benchmark("../x")
+
+
+def test_stored_benchmark_runs_reads_one_series_in_order() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import benchmark_rows, per_run, run_provenance, stored_benchmark_runs
+
+    runs = stored_benchmark_runs("rope", "series A")
+    assert [run_provenance(r)["run"] for r in runs] == [1, 2, 3, 4, 5]
+    assert all(r["label"].startswith("series A") for r in runs)
+    names = [r["name"] for r in runs]
+    assert names == sorted(names) and all(n.startswith("rope-cpu-") for n in names)
+    for r in runs:  # written after it started, within the hour
+        started = pd.Timestamp(r["environment"]["date_utc"])
+        assert pd.Timedelta(0) < r["written_utc"] - started < pd.Timedelta(hours=1)
+    rows = benchmark_rows(runs)
+    assert len(rows) == sum(len(r["rows"]) for r in runs)
+    assert sorted(rows.run.unique()) == [1, 2, 3, 4, 5]
+    copy = per_run(rows, "median_ms", variant=rows.variant.iloc[0], dtype="float32", shape_name="large")
+    assert list(copy.index) == [1, 2, 3, 4, 5]
+    assert stored_benchmark_runs("rope", "no such series") == []
+    with pytest.raises(ValueError, match="suite must be"):
+        stored_benchmark_runs("../rope", "series A")
+
+
+def test_run_provenance_and_spread() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import run_provenance, spread
+
+    record = {"label": "series B, run 3 of 5, library at 1a2b3c4 (export)", "load_average_end": [2.0, 1, 1],
+              "environment": {"date_utc": "2026-12-02T04:20:50+00:00", "torch_threads": 1,
+                              "load_average": [1.25, 1, 1]}}
+    assert run_provenance(record) == {"run": 3, "started (UTC)": "2026-12-02 04:20", "threads": 1,
+                                      "load average": "1.2 → 2.0", "library at": "1a2b3c4"}
+    with pytest.raises(ValueError, match="label must name"):
+        run_provenance({**record, "label": None})
+    assert spread(pd.Series([1, 2, 4])) == "2.00 (1.00–4.00)"
+
+
+def test_cpu_time_fractions_divide_by_the_reference_of_the_same_run_and_dtype() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import with_cpu_time_fractions
+
+    rows = pd.DataFrame({
+        "run": [1, 1, 2, 2, 1], "dtype": ["float32"] * 4 + ["bfloat16"],
+        "variant": ["copy", "rope", "copy", "rope", "rope"],
+        "bytes_needed": [100.0, 50.0, 100.0, 50.0, 25.0],
+        "cpu_median_ms": [1.0, 1.0, 2.0, 0.5, 1.0], "median_ms": [2.0, 3.0, 2.0, 1.0, 1.0],
+    })
+    out = with_cpu_time_fractions(rows, "copy").set_index(["run", "variant"])
+    assert out.loc[(1, "rope"), "cpu_fraction"] == 0.5 and out.loc[(2, "rope"), "cpu_fraction"] == 2.0
+    assert out.loc[(1, "copy"), "cpu_gb_per_s"] == 100 / 1.0 / 1e6
+    assert out.loc[(1, "rope"), "stretch"] == 3.0
+    assert len(out) == 4  # the bfloat16 row has no reference: dropped

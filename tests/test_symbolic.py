@@ -15,3 +15,29 @@ def test_is_zero_rejects_nonzero() -> None:
     a = sp.symbols("a", real=True)
     assert not is_zero(sp.sin(a) - sp.cos(a))
     assert not is_zero(rotation_matrix(a) - rotation_matrix(2 * a))
+
+
+def test_typeset_breaks_long_sums_and_shrinks_large_matrices() -> None:
+    from posenc_lib.symbolic import typeset
+
+    xs = sp.symbols("x_0:12", real=True)
+    long_sum = sum(sp.cos(x) * sp.sin(x) for x in xs) - sp.Symbol("z")
+    text = typeset(long_sum)
+    assert text.startswith(r"\begin{aligned}&") and text.count(r"\\") == len(long_sum.args) - 1
+    lines = text.removeprefix(r"\begin{aligned}&").removesuffix(r"\end{aligned}").split(r" \\ &")
+    assert lines[0] == "- z" and all(line.startswith("+ ") for line in lines[1:])
+    assert typeset(sp.eye(3)) == r"{\small " + sp.latex(sp.eye(3)) + "}"
+    assert typeset(sp.eye(2)) == sp.latex(sp.eye(2))
+
+
+def test_proved_displays_only_what_sympy_proves() -> None:
+    from posenc_lib.symbolic import proved
+
+    a, b = sp.symbols("a b", real=True)
+    shown = proved(rotation_matrix(a).T * rotation_matrix(b), rotation_matrix(b - a), name="R")
+    assert shown.data.startswith("R = ") and sp.latex(rotation_matrix(b - a)) in shown.data
+    assert proved(sp.sin(a) ** 2 + sp.cos(a) ** 2, sp.Integer(1)).data.endswith("= 1")
+    import pytest
+
+    with pytest.raises(AssertionError, match="does not prove"):
+        proved(sp.sin(a), sp.cos(a))

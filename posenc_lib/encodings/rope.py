@@ -2,13 +2,15 @@
 
 :func:`apply_rope` is the function, :class:`RotaryEmbedding` the module with a float32 cos/sin
 cache that attention layers use; both rotate with the elementwise form (eq. 34), never a
-``head_dim × head_dim`` matrix. :func:`positions_from_mask` and
+``head_dim × head_dim`` matrix. :func:`rotate_pairs` is that form as a reader writes it;
+the module runs the cache-blocked kernel of :mod:`~posenc_lib.encodings.rope_kernel`,
+whose forward is bitwise the same. :func:`rope_rotate_half_naive` and :func:`rope_complex`
+are two other ways to write it, to compare with. :func:`positions_from_mask` and
 :func:`interleaved_to_half_permutation` serve batching and checkpoint conversion.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import torch
@@ -104,227 +106,68 @@ def _pairs(t: Tensor, interleaved: bool) -> tuple[Tensor, Tensor]:
     return t[..., :half], t[..., half:]  # (i, i + d/2)
 
 
-_BLOCK_BYTES = 256 * 1024
-"""Bytes of float32 x per block and thread in :func:`_rotate`: a block of x and of the
-result (512 KiB together) stay in one core's 1 MiB L2 cache on the book's machine."""
-
-_BLOCKED_FROM = 4 * 1024 * 1024
-"""x with at least this many float32 bytes is rotated block by block (below it, x and
-the result fit in the caches anyway and one call per pass costs less)."""
-
-
-def _rotate_passes(
-    x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, interleaved: bool, sign: float
-) -> None:
-    """The four elementwise passes, written into ``out`` (x's shape, float32 or
-    float64, not overlapping x): two products fill the halves, two fused multiply-adds
-    (``addcmul_``, in place) add the sine terms."""
-    x_a, x_b = _pairs(x, interleaved)  # (..., seq, d/2) views
-    out_a, out_b = _pairs(out, interleaved)
-    torch.mul(x_a, cos, out=out_a)
-    torch.mul(x_b, cos, out=out_b)
-    out_a.addcmul_(x_b, sin, value=-sign)  # x_a cos − x_b sin
-    out_b.addcmul_(x_a, sin, value=sign)  # x_b cos + x_a sin
-
-
-def _blocks(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, rows: int):
-    """Matching pieces (x, cos, sin, out) of about ``rows`` rows of ``head_dim`` each.
-
-    x and out are contiguous ``[*lead, seq, d]``; cos and sin broadcast against x. When
-    every leading index shares one table (positions ``[seq]``), whole ``[seq, d]``
-    slices are grouped until a block is full; otherwise each slice is cut along seq.
-    """
-    seq, d = x.shape[-2], x.shape[-1]
-    n = x.numel() // (seq * d) if seq * d else 0
-    xv, ov = x.view(n, seq, d), out.view(n, seq, d)
-    if math.prod(cos.shape[:-2]) == 1 and math.prod(sin.shape[:-2]) == 1:
-        cos2, sin2 = cos.reshape(cos.shape[-2:]), sin.reshape(sin.shape[-2:])
-        if seq < rows:  # several whole slices per block, one table for all
-            k = rows // seq
-            for i in range(0, n, k):
-                yield xv[i : i + k], cos2, sin2, ov[i : i + k]
-            return
-        tables = [(cos2, sin2)] * n
-    else:  # a table per leading index (positions [batch, seq])
-        lead = x.shape[:-2]
-        cos_e = cos.expand(*lead, *cos.shape[-2:])
-        sin_e = sin.expand(*lead, *sin.shape[-2:])
-        index = [torch.unravel_index(torch.tensor(i), lead) for i in range(n)]
-        tables = [
-            (cos_e[tuple(int(j) for j in ij)], sin_e[tuple(int(j) for j in ij)])
-            for ij in index
-        ]
-    for i, (c, s) in enumerate(tables):
-        for j in range(0, seq, rows):
-            yield xv[i, j : j + rows], c[j : j + rows], s[j : j + rows], ov[i, j : j + rows]
-
-
-def _rotate(
-    x: Tensor,
-    cos: Tensor,
-    sin: Tensor,
-    interleaved: bool,
-    inverse: bool,
-    out: Tensor | None = None,
-) -> Tensor:
-    """The rotation kernel: arithmetic in float32 (float64 for float64 x), one pass
-    over x and one over the result in memory.
-
-    Why this form. Rotating pairs is elementwise: every output element needs one element
-    of x, its partner, and one cos and one sin. The least memory traffic is one read of
-    x and one write of the result (cos and sin are ``[seq, d/2]``, shared by every head,
-    and stay in cache). On a CPU such an operation is limited by memory bandwidth, so
-    its cost is the bytes it moves. The textbook form ``x * cos + cat(-x2, x1) * sin``
-    allocates five temporaries the size of x (or half of it) and moves about 10 × x's
-    bytes. Eager PyTorch has no single operation that pairs element i with i + d/2, so
-    the rotation takes four passes (:func:`_rotate_passes`: 3 reads and 2 writes of x's
-    size). For a large x they run block by block: each block of x (256 KiB of float32
-    per thread) is read from memory once, the four passes work on it in the cache, and
-    its result is written once. bfloat16/float16 x is upcast block by block into a
-    float32 scratch block and the result rounded once into the output, so no
-    float32 copy of the whole x exists. Every element gets the same operations in the
-    same order as in one pass over the whole tensor, so the result is bitwise the same.
-
-    ``out`` (x's shape and dtype, contiguous; may be x itself) receives the result
-    instead of a new tensor: fresh memory costs the operating system a page fault and
-    a zeroing per page the first time it is written, which a preallocated buffer does
-    not pay again.
-    """
-    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    sign = -1.0 if inverse else 1.0  # the inverse rotation (by −angle) negates sin
-    cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
-    if out is None:
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    compute_bytes = x.numel() * torch.finfo(compute_dtype).bits // 8
-    blocked = (
-        x.device.type == "cpu"
-        and compute_bytes >= _BLOCKED_FROM
-        and x.is_contiguous()
-        and out.is_contiguous()
-    )
-    if not blocked:
-        x_c = x.to(compute_dtype)  # no copy when x is already float32
-        direct = out.dtype == compute_dtype and not _overlaps(out, x_c)
-        result = out if direct else torch.empty_like(x_c)
-        _rotate_passes(x_c, cos, sin, result, interleaved, sign)
-        if not direct:
-            out.copy_(result)  # the one rounding to x's dtype, or the in-place write
-        return out
-    rows = max(1, _BLOCK_BYTES * torch.get_num_threads() // (x.shape[-1] * 4))
-    direct = x.dtype == compute_dtype and not _overlaps(out, x)
-    scratch_in = scratch_out = None
-    for xb, cb, sb, ob in _blocks(x, cos, sin, out, rows):
-        if direct:
-            _rotate_passes(xb, cb, sb, ob, interleaved, sign)
-            continue
-        if scratch_out is None:  # one scratch block, reused (it stays in cache)
-            scratch_out = torch.empty(xb.numel(), dtype=compute_dtype, device=x.device)
-            if x.dtype != compute_dtype:
-                scratch_in = torch.empty_like(scratch_out)
-        result = scratch_out[: xb.numel()].view(xb.shape)
-        if scratch_in is None:
-            source = xb
-        else:
-            source = scratch_in[: xb.numel()].view(xb.shape)
-            source.copy_(xb)  # upcast the block
-        _rotate_passes(source, cb, sb, result, interleaved, sign)
-        ob.copy_(result)  # one rounding to x's dtype (or the write back, in place)
-    return out
-
-
-def _overlaps(a: Tensor, b: Tensor) -> bool:
-    """Whether two tensors share storage (then a result must not be written into the
-    other's memory before the passes that read it are done)."""
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
-class _Rotation(torch.autograd.Function):
-    """Autograd for :func:`_rotate`: a rotation's gradient is the rotation by −angle.
-
-    R is orthogonal, so for y = R x the gradient is ∂L/∂x = Rᵀ ∂L/∂y = R(−angle) ∂L/∂y:
-    the backward pass is the same kernel with sin negated, as cheap as the forward.
-    cos and sin are constants here (see :func:`rotate_pairs`).
-    """
-
-    @staticmethod
-    def forward(ctx, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
-        ctx.save_for_backward(cos, sin)
-        ctx.interleaved = interleaved
-        return _rotate(x, cos, sin, interleaved, inverse=False)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:
-        cos, sin = ctx.saved_tensors
-        return _rotate(grad, cos, sin, ctx.interleaved, inverse=True), None, None, None
-
-
-def rotate_pairs(
-    x: Tensor,
-    cos: Tensor,
-    sin: Tensor,
-    *,
-    interleaved: bool,
-    out: Tensor | None = None,
-) -> Tensor:
+def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> Tensor:
     """Rotate each pair of ``x``'s last dimension by the angle whose cos/sin are given.
 
     Pairs are (i, i + d/2) when ``interleaved=False`` (rotate-half) and (2i, 2i+1) when
     ``interleaved=True``; each pair (x_a, x_b) becomes
     (x_a cos − x_b sin, x_b cos + x_a sin) — Su et al. 2021, eq. 34 (the elementwise
-    form). The arithmetic is done
-    in float32 (float64 if x is float64) and the result is cast back to x's dtype. The
-    kernel allocates the result once and moves no temporaries (see ``_rotate``); its
-    backward pass is the inverse rotation. cos and sin are treated as constants unless
-    one of them requires grad, in which case the plain differentiable formula is used.
+    form). The arithmetic is done in float32 (float64 if x is float64) and the result
+    is rounded once to x's dtype. Plain autograd: gradients flow to x and, when they
+    require grad, to cos and sin.
+
+    ``torch.addcmul(a, b, c, value=v)`` is a + v·b·c: on a CPU with fused multiply-add
+    the second product and the sum are rounded once, as in the cache-blocked kernel
+    :func:`~posenc_lib.encodings.rope_kernel.rotate_pairs_blocked`, so the result is
+    bitwise the kernel's (its gradient, summed by autograd from unfused products, may
+    differ from the kernel's in the last bit).
 
     Args:
-        x: ``[..., seq, d]`` with d even.
+        x: ``[..., seq, d]`` with d even, any float dtype.
         cos, sin: ``[..., seq, d/2]``, broadcastable against x's leading dims.
         interleaved: the pairing convention (see above).
-        out: a contiguous tensor of x's shape, dtype and device to write the result
-            into (x itself rotates in place), or None for a new tensor. Like PyTorch's
-            ``out=`` arguments it does not record gradients.
 
     Returns:
-        Tensor with x's shape and dtype (``out`` when given).
+        Tensor with x's shape and dtype.
 
-    Raises:
-        ValueError: for an ``out`` of another shape, dtype or device, or not
-            contiguous, or given while gradients of x, cos or sin are recorded.
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0]])
+        >>> rotate_pairs(x, torch.tensor([[0.0]]), torch.tensor([[1.0]]), interleaved=False)
+        tensor([[0., 1.]])
     """
-    if out is not None:
-        _check_out(out, x)
-        if torch.is_grad_enabled() and (
-            x.requires_grad or cos.requires_grad or sin.requires_grad
-        ):
-            raise ValueError(
-                "out= does not record gradients: call without out, or under "
-                "torch.no_grad()"
-            )
-        return _rotate(x, cos, sin, interleaved, inverse=False, out=out)
-    if cos.requires_grad or sin.requires_grad:  # learned angles: autograd sees it all
-        compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        x_a, x_b = _pairs(x.to(compute_dtype), interleaved)
-        cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)
-        out_a, out_b = x_a * cos - x_b * sin, x_b * cos + x_a * sin
-        if interleaved:
-            # (..., d/2, 2) -> (..., d)
-            out = torch.stack([out_a, out_b], dim=-1).flatten(-2)
-        else:
-            out = torch.cat([out_a, out_b], dim=-1)
-        return out.to(x.dtype)
-    return _Rotation.apply(x, cos, sin, interleaved)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xc, cos, sin = x.to(compute), cos.to(compute), sin.to(compute)
+    if interleaved:  # pairs (2i, 2i+1)
+        x_a, x_b = xc[..., 0::2], xc[..., 1::2]
+    else:  # pairs (i, i + d/2)
+        x_a, x_b = xc.chunk(2, dim=-1)
+    out_a = torch.addcmul(x_a * cos, x_b, sin, value=-1.0)  # x_a cos − x_b sin
+    out_b = torch.addcmul(x_b * cos, x_a, sin)  # x_b cos + x_a sin
+    if interleaved:  # back to a_0, b_0, a_1, b_1, …
+        out = torch.stack([out_a, out_b], dim=-1).flatten(-2)
+    else:
+        out = torch.cat([out_a, out_b], dim=-1)
+    return out.to(x.dtype)
 
 
-def _check_out(out: Tensor, x: Tensor) -> None:
-    if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
-        raise ValueError(
-            f"out must have x's shape {tuple(x.shape)}, dtype {x.dtype} and device "
-            f"{x.device}, got {tuple(out.shape)}, {out.dtype}, {out.device}"
-        )
-    if not out.is_contiguous():
-        raise ValueError("out must be contiguous")
+def _angles(
+    x: Tensor, positions: Tensor, base: float, angle_dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """:func:`apply_rope`'s checks, then cos and sin of p·θ_i in ``angle_dtype``:
+    ``[seq, d/2]``, or ``[batch, 1, …, 1, seq, d/2]`` for positions ``[batch, seq]``."""
+    _check_x(x)
+    _check_positions(positions, x)
+    _check_head_dim(x.shape[-1])
+    if angle_dtype not in ANGLE_DTYPES:
+        raise ValueError(f"angle_dtype must be one of {ANGLE_DTYPES}, got angle_dtype={angle_dtype}")
+    if angle_dtype == torch.float64:  # the reference: θ_i not rounded to float32 either
+        inv_freq = _inverse_frequencies(x.shape[-1], base, torch.float64)
+    else:
+        inv_freq = rope_inverse_frequencies(x.shape[-1], base)
+    positions, inv_freq = positions.to(x.device), inv_freq.to(x.device, angle_dtype)
+    angles = positions.to(angle_dtype)[..., None] * inv_freq  # (..., seq, d/2)
+    angles = _broadcast_to_heads(angles, positions, x.dim())
+    return angles.cos(), angles.sin()
 
 
 def apply_rope(
@@ -334,7 +177,6 @@ def apply_rope(
     base: float = 10000.0,
     interleaved: bool = False,
     angle_dtype: torch.dtype = torch.float32,
-    out: Tensor | None = None,
 ) -> Tensor:
     """Rotate queries or keys by their positions: RoPE(x, p) = R_{Θ,p} x.
 
@@ -354,8 +196,6 @@ def apply_rope(
             default float32 (what the library and production code use); float64 gives a
             reference, and bfloat16/float16 show what goes wrong at long positions (float16
             cannot even hold a position above 65 504).
-        out: a preallocated contiguous tensor of x's shape and dtype for the result (x
-            itself rotates in place), see :func:`rotate_pairs`; None: a new tensor.
 
     Returns:
         Tensor with x's shape and dtype. The rotation itself is done in float32 (float64 when
@@ -365,27 +205,15 @@ def apply_rope(
         TypeError: if x or positions is not a tensor (e.g. a Python list).
         ValueError: if x is not floating point, head_dim is odd, positions are not
             integers, their shape does not match ``seq`` (and ``batch``),
-            ``angle_dtype`` is not one of ``ANGLE_DTYPES``, or ``out`` does not fit
-            (see :func:`rotate_pairs`).
+            or ``angle_dtype`` is not one of ``ANGLE_DTYPES``.
 
     Example:
         >>> q = torch.randn(1, 2, 5, 8)
         >>> apply_rope(q, torch.arange(5)).shape
         torch.Size([1, 2, 5, 8])
     """
-    _check_x(x)
-    _check_positions(positions, x)
-    _check_head_dim(x.shape[-1])
-    if angle_dtype not in ANGLE_DTYPES:
-        raise ValueError(f"angle_dtype must be one of {ANGLE_DTYPES}, got angle_dtype={angle_dtype}")
-    if angle_dtype == torch.float64:  # the reference: θ_i not rounded to float32 either
-        inv_freq = _inverse_frequencies(x.shape[-1], base, torch.float64)
-    else:
-        inv_freq = rope_inverse_frequencies(x.shape[-1], base)
-    positions, inv_freq = positions.to(x.device), inv_freq.to(x.device, angle_dtype)
-    angles = positions.to(angle_dtype)[..., None] * inv_freq  # (..., seq, d/2)
-    angles = _broadcast_to_heads(angles, positions, x.dim())
-    return rotate_pairs(x, angles.cos(), angles.sin(), interleaved=interleaved, out=out)
+    cos, sin = _angles(x, positions, base, angle_dtype)
+    return rotate_pairs(x, cos, sin, interleaved=interleaved)
 
 
 class RotaryEmbedding(nn.Module):
@@ -544,10 +372,22 @@ class RotaryEmbedding(nn.Module):
             sin = torch.where(positions[..., None] < 0, -sin, sin)  # sin(−a) = −sin a
             cos = _broadcast_to_heads(cos, positions, x.dim())
             sin = _broadcast_to_heads(sin, positions, x.dim())
-        rotated = rotate_pairs(x[..., : self.rotary_dim], cos, sin, interleaved=self.interleaved)
+        # the model's path: the cache-blocked kernel with its own backward (bitwise the
+        # forward of rotate_pairs; the gradient every cached model was trained with)
+        from posenc_lib.encodings.rope_kernel import rotate_pairs_blocked  # rope_kernel imports this module
+
+        rotated = rotate_pairs_blocked(x[..., : self.rotary_dim], cos, sin, interleaved=self.interleaved)
         if self.rotary_dim == self.head_dim:
             return rotated
         return torch.cat([rotated, x[..., self.rotary_dim :]], dim=-1)  # pass-through dims unchanged
+
+    @property
+    def cache(self) -> tuple[Tensor, Tensor]:
+        """The cached tables ``(cos, sin)``: cos(p·θ′_i) and sin(p·θ′_i) for p = 0 …
+        length − 1, each ``[length, rotary_dim/2]`` float32 on the device of the last
+        call (times YaRN's attention factor); empty ``[0, rotary_dim/2]`` before the
+        first call. Read-only views of the module's cache: do not write into them."""
+        return self._cos, self._sin
 
     def extra_repr(self) -> str:
         scaling = ""
@@ -643,3 +483,49 @@ def rope_cos_sin(
     if attention_factor != 1.0:  # YaRN: q and k scaled (the logits by its square)
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos, sin
+
+
+# ------------------------------------------------------------------------------------
+# Other ways to write it, to compare with
+
+
+def rope_rotate_half_naive(x: Tensor, cos_full: Tensor, sin_full: Tensor) -> Tensor:
+    """RoPE as many tutorials write it: ``x · cos + rotate_half(x) · sin``.
+
+    ``rotate_half(x) = cat(−x₂, x₁)`` for the halves x₁, x₂ of the last dimension; cos
+    and sin are stored full width (each angle twice), as in Hugging Face's Llama. Equal
+    to :func:`~posenc_lib.encodings.rope.apply_rope` (rotate-half convention) up to
+    rounding, but it creates five temporaries: the negation, the concatenation, two
+    products, the sum.
+
+    Args:
+        x: ``[..., seq, d]``, float.
+        cos_full, sin_full: ``[seq, d]`` (``cat(cos, cos)``), broadcastable against x.
+
+    Returns:
+        Tensor with x's shape; float arithmetic in the promoted dtype of x and the
+        tables.
+    """
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos_full + rotated * sin_full
+
+
+def rope_complex(x: Tensor, rotations: Tensor) -> Tensor:
+    """RoPE as a complex multiplication (Su et al. 2021, eq. 34; Meta's Llama code).
+
+    Adjacent pairs (2i, 2i+1) of x are read as complex numbers x_{2i} + i·x_{2i+1} and
+    multiplied by e^{i p θ_i}: one elementwise product, one read of x and one write.
+    This is the *interleaved* convention: it equals ``apply_rope(x, positions,
+    interleaved=True)``.
+
+    Args:
+        x: ``[..., seq, d]``, float32 or float64, with a contiguous last dimension.
+        rotations: complex ``[seq, d/2]`` (``torch.polar(ones, angles)``).
+
+    Returns:
+        Tensor with x's shape and dtype.
+    """
+    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # (..., seq, d/2) complex
+    rotated = torch.view_as_real(pairs * rotations)  # (..., seq, d/2, 2)
+    return rotated.flatten(-2)  # (..., seq, d)

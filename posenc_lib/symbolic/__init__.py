@@ -28,3 +28,55 @@ def is_zero(expr: sp.Expr | sp.Matrix) -> bool:
             continue
         return False
     return True
+
+
+def typeset(expr: sp.Expr | sp.Matrix) -> str:
+    """LaTeX for ``expr`` that fits a page: a long sum one term per line, a large matrix smaller.
+
+    Args:
+        expr: a SymPy expression or matrix.
+
+    Returns:
+        The LaTeX string: a sum whose LaTeX is longer than 120 characters becomes an
+        ``aligned`` block with one term per line (each line after the first starting with
+        its sign); a matrix of more than 2 rows is wrapped in ``{\\small …}``; anything else
+        is ``sympy.latex(expr)``.
+
+    Example:
+        >>> typeset(sp.Symbol("x") ** 2)
+        'x^{2}'
+    """
+    if isinstance(expr, sp.Add) and len(sp.latex(expr)) > 120:
+        terms = [sp.latex(term) for term in expr.args]
+        lines = [terms[0]] + [x if x.startswith("-") else "+ " + x for x in terms[1:]]
+        return r"\begin{aligned}&" + r" \\ &".join(lines) + r"\end{aligned}"
+    if isinstance(expr, sp.MatrixBase) and expr.rows > 2:
+        return r"{\small " + sp.latex(expr) + "}"
+    return sp.latex(expr)
+
+
+def proved(lhs: sp.Expr | sp.Matrix, rhs: sp.Expr | sp.Matrix, name: str | None = None):
+    """Check that SymPy proves ``lhs = rhs`` (:func:`is_zero` of the difference) and
+    typeset the identity for a notebook.
+
+    Args:
+        lhs, rhs: SymPy expressions, or matrices of one shape.
+        name: LaTeX for the left side (e.g. ``r"R(t\\theta)^\\top R(s\\theta)"``); None
+            typesets ``lhs`` itself with :func:`typeset`.
+
+    Returns:
+        ``IPython.display.Math`` of ``"{name} = {typeset(rhs)}"``.
+
+    Raises:
+        AssertionError: if SymPy cannot prove the difference zero (an unproved identity is
+            never displayed).
+    """
+    from IPython.display import Math  # late: only notebooks display
+
+    if isinstance(lhs, sp.MatrixBase) or isinstance(rhs, sp.MatrixBase):
+        difference = sp.Matrix(lhs) - sp.Matrix(rhs)
+    else:
+        difference = lhs - rhs
+    if not is_zero(difference):
+        raise AssertionError(f"SymPy does not prove {name or sp.sstr(lhs)} = {sp.sstr(rhs)}")
+    return Math(f"{name or typeset(lhs)} = {typeset(rhs)}")

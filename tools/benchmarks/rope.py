@@ -1,5 +1,5 @@
-"""RoPE application: the library's kernel against other ways to write it, and against
-the machine's memory bandwidth.
+"""RoPE application: the library's cache-blocked kernel (:mod:`posenc_lib.encodings.rope_kernel`,
+the model's path) against other ways to write it, and against the machine's memory bandwidth.
 
 An elementwise operation is limited by memory bandwidth: its floor is the time to read
 its inputs and write its output once. So each variant's time is turned into achieved
@@ -23,15 +23,10 @@ from collections.abc import Callable
 import torch
 
 from tools.benchmarks.common import DTYPES, timing_columns
-from posenc_lib.measure import (
-    compare,
-    memory_traffic,
-    rope_bytes,
-    rope_complex,
-    rope_rotate_half_naive,
-)
-from posenc_lib.encodings import rope as rope_module
-from posenc_lib.encodings.rope import RotaryEmbedding, apply_rope
+from posenc_lib.measure import compare, memory_traffic, rope_bytes
+from posenc_lib.encodings import rope_kernel
+from posenc_lib.encodings.rope import RotaryEmbedding, rope_complex, rope_rotate_half_naive
+from posenc_lib.encodings.rope_kernel import apply_rope_blocked, rotate_passes
 from posenc_lib.training.progress import progress_bar
 
 SHAPES = {
@@ -77,7 +72,7 @@ def _four_passes(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     float32 result, four passes over all of it, one cast back."""
     x_c = x.float()
     out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-    rope_module._rotate_passes(x_c, cos, sin, out, False, 1.0)
+    rotate_passes(x_c, cos, sin, out, False, 1.0)
     return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
@@ -100,7 +95,7 @@ def _in_cache(
     up- and down-casts of bfloat16) on one block of x that stays in the cache, run as
     many times as x has blocks. Its time is what the arithmetic and the calls cost."""
     d = x.shape[-1]
-    rows = max(1, rope_module._BLOCK_BYTES * torch.get_num_threads() // (d * 4))
+    rows = max(1, rope_kernel.BLOCK_BYTES * torch.get_num_threads() // (d * 4))
     flat = x.reshape(-1, x.shape[-2], d)
     seq = x.shape[-2]
     if seq >= rows:
@@ -117,7 +112,7 @@ def _in_cache(
         for _ in range(repeats):
             if source is not block:
                 source.copy_(block)
-            rope_module._rotate_passes(source, c, s, result, False, 1.0)
+            rotate_passes(source, c, s, result, False, 1.0)
             if final.dtype != torch.float32:
                 final.copy_(result)
 
@@ -140,7 +135,7 @@ def _variants(
     positions = torch.arange(seq, device=x.device)
     rope = RotaryEmbedding(head_dim)
     rope(x[..., :1, :], positions[-1:])  # fill the module's cos/sin cache before timing
-    cos, sin = rope._cos[:seq], rope._sin[:seq]  # (seq, d/2) float32
+    cos, sin = (table[:seq] for table in rope.cache)  # (seq, d/2) float32
     # the tutorial form keeps full-width tables in x's dtype (as Hugging Face's Llama)
     cos_full = torch.cat([cos, cos], dim=-1).to(x.dtype)
     sin_full = torch.cat([sin, sin], dim=-1).to(x.dtype)
@@ -176,9 +171,10 @@ def _variants(
         NAIVE: lambda: rope_rotate_half_naive(x, cos_full, sin_full),
         BEFORE: lambda: _rotate_before(x, cos, sin),
         PASSES: lambda: _four_passes(x, cos, sin),
-        LIBRARY: lambda: apply_rope(x, positions),
-        LIBRARY_OUT: lambda: apply_rope(x, positions, out=buffer),
-        LIBRARY_IN_PLACE: lambda: apply_rope(
+        # the kernel (rope_kernel); the names are those of the stored runs
+        LIBRARY: lambda: apply_rope_blocked(x, positions),
+        LIBRARY_OUT: lambda: apply_rope_blocked(x, positions, out=buffer),
+        LIBRARY_IN_PLACE: lambda: apply_rope_blocked(
             rotated_in_place, positions, out=rotated_in_place
         ),
         IN_CACHE: _in_cache(x, cos, sin),
@@ -228,8 +224,8 @@ def run(
         "compiled_shapes": ["large"] if compile_kernel else [],
         "bytes_model": "read x, write result, read cos and sin [seq, d/2] float32",
         "bandwidth": "copy of 64 MiB float32 into an existing tensor, same rounds",
-        "block_bytes_per_thread": rope_module._BLOCK_BYTES,
-        "blocked_from_bytes": rope_module._BLOCKED_FROM,
+        "block_bytes_per_thread": rope_kernel.BLOCK_BYTES,
+        "blocked_from_bytes": rope_kernel.BLOCKED_FROM,
         "threads": torch.get_num_threads(),
     }
     rows = []
