@@ -44,6 +44,23 @@ def _windows(num_tokens: int, length: int, stride: int | None) -> list[tuple[int
 
 
 @torch.no_grad()
+
+def _evaluation_setup(model: nn.Module, tokens: Tensor, eval_length: int, max_tokens: int | None,
+                      batch_size: int | None, device) -> tuple[Tensor, torch.device, int]:
+    """Check ``eval_length`` against the model and the stream; return the tokens (cut to
+    ``max_tokens``, int64), the device and the batch size (default 16 384 tokens a batch)."""
+    if eval_length < 1:
+        raise ValueError(f"eval_length must be >= 1, got {eval_length}")
+    max_length = getattr(model, "max_length", None)
+    if max_length is not None and eval_length > max_length:
+        raise ValueError(f"eval_length={eval_length} exceeds the model's max_length={max_length}")
+    if max_tokens is not None:
+        tokens = tokens[:max_tokens]
+    if tokens.numel() < eval_length + 1:
+        raise ValueError(f"need at least eval_length + 1 = {eval_length + 1} tokens, got {tokens.numel()}")
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    return tokens.long(), device, batch_size or max(1, 16384 // eval_length)
+
 def evaluate_perplexity(
     model: nn.Module,
     tokens: Tensor,
@@ -72,20 +89,10 @@ def evaluate_perplexity(
         ValueError: if L < 1, the stride is outside [1, L], the stream is shorter than L + 1,
             or the model refuses L (a learned table shorter than L).
     """
-    if eval_length < 1:
-        raise ValueError(f"eval_length must be >= 1, got {eval_length}")
-    if stride is not None and not 1 <= stride <= eval_length:
+    if stride is not None and eval_length >= 1 and not 1 <= stride <= eval_length:
         raise ValueError(f"stride must be in [1, eval_length={eval_length}], got stride={stride}")
-    max_length = getattr(model, "max_length", None)
-    if max_length is not None and eval_length > max_length:
-        raise ValueError(f"eval_length={eval_length} exceeds the model's max_length={max_length}")
-    if max_tokens is not None:
-        tokens = tokens[:max_tokens]
-    if tokens.numel() < eval_length + 1:
-        raise ValueError(f"need at least eval_length + 1 = {eval_length + 1} tokens, got {tokens.numel()}")
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    tokens = tokens.long()
-    batch_size = batch_size or max(1, 16384 // eval_length)
+    tokens, device, batch_size = _evaluation_setup(model, tokens, eval_length, max_tokens,
+                                                   batch_size, device)
     windows = _windows(tokens.numel(), eval_length, stride)
     offsets = torch.arange(eval_length + 1)
     total_nll, total_scored = 0.0, 0
@@ -136,18 +143,8 @@ def per_position_nll(
     Raises:
         ValueError: as :func:`evaluate_perplexity`.
     """
-    if eval_length < 1:
-        raise ValueError(f"eval_length must be >= 1, got {eval_length}")
-    max_length = getattr(model, "max_length", None)
-    if max_length is not None and eval_length > max_length:
-        raise ValueError(f"eval_length={eval_length} exceeds the model's max_length={max_length}")
-    if max_tokens is not None:
-        tokens = tokens[:max_tokens]
-    if tokens.numel() < eval_length + 1:
-        raise ValueError(f"need at least eval_length + 1 = {eval_length + 1} tokens, got {tokens.numel()}")
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    tokens = tokens.long()
-    batch_size = batch_size or max(1, 16384 // eval_length)
+    tokens, device, batch_size = _evaluation_setup(model, tokens, eval_length, max_tokens,
+                                                   batch_size, device)
     starts = torch.tensor([start for start, _ in _windows(tokens.numel(), eval_length, None)])
     offsets = torch.arange(eval_length + 1)
     total = torch.zeros(eval_length, dtype=torch.float64)
