@@ -8,7 +8,8 @@ import torch
 
 from posenc_lib import alibi_bias_from_mask, alibi_slopes
 
-bloom = pytest.importorskip("transformers.models.bloom.modeling_bloom", reason="transformers (test-only dependency) is not installed")
+bloom = pytest.importorskip("transformers.models.bloom.modeling_bloom",
+                            reason="transformers (test-only dependency) is not installed")
 
 
 def bloom_alibi(mask: torch.Tensor, heads: int) -> torch.Tensor:

@@ -13,7 +13,8 @@ learning goals and prerequisites, a summary, labelled exercises with hidden solu
 and a references section at the end; nbval markers as cell tags (readers see ``#
 NBVAL_`` comments); no stored stderr (progress bars); code and printed lines of at most
 88 characters; alt text on every figure, and a number, a name and a caption, with the prose
-citing the number; tables with display names rather than raw scheme identifiers. And that .ci/run runs the README's test command.
+citing the number; tables with display names rather than raw scheme identifiers. And that .ci/run
+runs the README's test command.
 """
 
 from __future__ import annotations

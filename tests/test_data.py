@@ -55,7 +55,8 @@ def test_sotu_holds_out_whole_addresses() -> None:
     manifest = json.loads(resources.files("posenc_lib").joinpath("corpora", "sotu", "manifest.json").read_text())
     docs = {split: set(manifest[split]["documents"]) for split in ("train", "validation", "test")}
     assert sum(len(d) for d in docs.values()) == 249
-    assert not (docs["train"] & docs["test"]) and not (docs["train"] & docs["validation"]) and not (docs["validation"] & docs["test"])
+    assert not (docs["train"] & docs["test"]) and not (docs["train"] & docs["validation"])
+    assert not (docs["validation"] & docs["test"])
     corpus = load_corpus("sotu")  # verifies each split's sha256 against the manifest
     assert corpus.name == "sotu" and corpus.train.numel() == manifest["train"]["bytes"] == 10065105
     test_start = bytes(corpus.test[:2000].tolist())

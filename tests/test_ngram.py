@@ -13,7 +13,8 @@ def direct(train: list[int], test: list[int], order: int, alpha: float) -> float
     total = 0.0
     for i in range(order - 1, len(test)):
         ctx = tuple(test[i - order + 1 : i])
-        joint = sum(1 for j in range(order - 1, len(train)) if tuple(train[j - order + 1 : j]) == ctx and train[j] == test[i])
+        joint = sum(1 for j in range(order - 1, len(train))
+                    if tuple(train[j - order + 1 : j]) == ctx and train[j] == test[i])
         context = sum(1 for j in range(order - 1, len(train)) if tuple(train[j - order + 1 : j]) == ctx)
         total -= math.log((joint + alpha) / (context + 256 * alpha))
     return total / (len(test) - order + 1)
@@ -23,7 +24,8 @@ def direct(train: list[int], test: list[int], order: int, alpha: float) -> float
 def test_matches_a_direct_count(order: int) -> None:
     train = torch.randint(0, 5, (300,))
     test = torch.randint(0, 6, (40,))  # byte 5 never occurs in train
-    assert ngram_cross_entropy(train, test, order, alpha=0.5) == pytest.approx(direct(train.tolist(), test.tolist(), order, 0.5), rel=1e-9)
+    expected = direct(train.tolist(), test.tolist(), order, 0.5)
+    assert ngram_cross_entropy(train, test, order, alpha=0.5) == pytest.approx(expected, rel=1e-9)
 
 
 def test_probabilities_sum_to_one() -> None:

@@ -10,7 +10,8 @@ from posenc_lib.training.scales import Scale
 def test_ci_trains_exactly_as_before() -> None:
     # Other chapters' stored outputs depend on these models: the config must not drift.
     assert SCALES["ci"].train_config("rope", 0) == TrainConfig(
-        model=SCALES["ci"].train_config("rope", 0).model, seq_len=128, batch_size=32, steps=300, lr=5e-3, warmup_steps=30, seed=0)
+        model=SCALES["ci"].train_config("rope", 0).model, seq_len=128, batch_size=32, steps=300, lr=5e-3,
+        warmup_steps=30, seed=0)
     assert SCALES["ci"].corpus == "austen"
 
 

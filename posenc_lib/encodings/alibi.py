@@ -93,7 +93,8 @@ def alibi_bias(
     if q_len < 1 or k_len < 1:
         raise ValueError(f"q_len and k_len must be >= 1, got q_len={q_len}, k_len={k_len}")
     if q_len > k_len:
-        raise ValueError(f"q_len must be <= k_len (queries are aligned to the end of the keys), got q_len={q_len}, k_len={k_len}")
+        raise ValueError("q_len must be <= k_len (queries are aligned to the end of the keys), "
+                         f"got q_len={q_len}, k_len={k_len}")
     if k_len > 2**24:
         raise ValueError(f"k_len must be <= 2**24 (positions are float32), got k_len={k_len}")
     # float32 positions: exact for integers below 2^24, and half the memory of int64 for the

@@ -72,4 +72,5 @@ def check_positions(positions: Tensor, batch: int, seq: int) -> None:
     if positions.dtype.is_floating_point or positions.dtype == torch.bool:
         raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
     if positions.shape not in ((seq,), (batch, seq)):
-        raise ValueError(f"positions must be [seq={seq}] or [batch={batch}, seq={seq}], got shape {tuple(positions.shape)}")
+        raise ValueError(f"positions must be [seq={seq}] or [batch={batch}, seq={seq}], "
+                         f"got shape {tuple(positions.shape)}")

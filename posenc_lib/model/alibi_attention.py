@@ -46,7 +46,8 @@ three in the chapter's measurement. CUDA: compiled FlexAttention, which never bu
 
 def _check(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None, causal: bool) -> Tensor:
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError("q, k, v must be [batch, heads, seq, head_dim], got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     heads, t, s = q.shape[1], q.shape[2], k.shape[2]
     if causal and t > s:
         raise ValueError(f"with causal=True the queries must not outnumber the keys, got T={t}, S={s}")
@@ -56,7 +57,8 @@ def _check(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None, causal: bool)
     return slopes.to(device=q.device, dtype=torch.float32)
 
 
-def alibi_attention_explicit(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None, *, causal: bool = True) -> Tensor:
+def alibi_attention_explicit(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None, *,
+                             causal: bool = True) -> Tensor:
     """ALiBi attention written out: softmax(q kᵀ/√D + bias + mask) v (Press et al. 2022, eq. in §3).
 
     Args:
@@ -80,7 +82,8 @@ def alibi_attention_explicit(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | N
     return scores.softmax(dim=-1) @ v  # (B, H, T, D)
 
 
-def alibi_attention_sdpa(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None, *, causal: bool = True) -> Tensor:
+def alibi_attention_sdpa(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor | None = None, *,
+                         causal: bool = True) -> Tensor:
     """ALiBi attention through SDPA: the bias (plus the causal mask) as a float ``attn_mask``.
 
     Same arguments, result and errors as :func:`alibi_attention_explicit`. Unlike

@@ -24,7 +24,8 @@ def pick_device() -> torch.device:
         try:
             return torch.device(override)
         except RuntimeError as error:
-            raise ValueError(f"POSENC_DEVICE must name a torch device such as 'cpu' or 'cuda', got {override!r}") from error
+            raise ValueError("POSENC_DEVICE must name a torch device such as 'cpu' or 'cuda', "
+                             f"got {override!r}") from error
     if torch.cuda.is_available():
         return torch.device("cuda")
     mps = getattr(torch.backends, "mps", None)
