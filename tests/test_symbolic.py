@@ -41,3 +41,15 @@ def test_proved_displays_only_what_sympy_proves() -> None:
 
     with pytest.raises(AssertionError, match="does not prove"):
         proved(sp.sin(a), sp.cos(a))
+
+
+def test_reflection_matrix_is_an_orthogonal_involution_with_determinant_minus_one() -> None:
+    from posenc_lib.symbolic import reflection_matrix
+
+    a = sp.Symbol("a", real=True)
+    R = reflection_matrix(a)
+    assert is_zero(R.T * R - sp.eye(2))
+    assert is_zero(R * R - sp.eye(2))
+    assert sp.simplify(R.det()) == -1
+    # it fixes the direction at half its angle
+    assert is_zero(R * sp.Matrix([sp.cos(a / 2), sp.sin(a / 2)]) - sp.Matrix([sp.cos(a / 2), sp.sin(a / 2)]))

@@ -88,3 +88,31 @@ def test_antisymmetric_block_flips_sign_with_the_offset() -> None:
 def test_pair_score_needs_a_2x2_block() -> None:
     with pytest.raises(ValueError, match="2 x 2"):
         pair_score(p, k, w, sp.eye(3))
+
+
+def test_symmetric_form_system_gives_the_form_values() -> None:
+    from posenc_lib.symbolic.sinusoidal import symmetric_form_system
+
+    phis = sp.symbols("phi_1:4", real=True)
+    a, b, c = sp.symbols("a b c", real=True)
+    values = symmetric_form_system(phis) * sp.Matrix([a, b, c])
+    for phi, value in zip(phis, values):
+        u = sp.Matrix([sp.cos(phi), sp.sin(phi)])
+        assert is_zero(value - (u.T * sp.Matrix([[a, b], [b, c]]) * u)[0, 0])
+    # two parallel directions: the values cannot fix the form
+    assert is_zero(symmetric_form_system([phis[0], phis[0] + sp.pi, phis[2]]).det())
+    assert symmetric_form_system([0, sp.pi / 3, 2 * sp.pi / 3]).det() != 0
+    with pytest.raises(ValueError, match="three angles"):
+        symmetric_form_system(phis[:2])
+
+
+def test_pair_score_parts_equal_the_score() -> None:
+    from posenc_lib.symbolic.sinusoidal import pair_score_parts
+
+    t, s = sp.symbols("t s", real=True)
+    B = sp.Matrix(2, 2, sp.symbols("alpha beta gamma delta", real=True))
+    assert is_zero(pair_score(t, s, w, B) - pair_score_parts(t, s, w, B))
+    # the identity block leaves only the even part cos((t − s)ω)
+    assert is_zero(pair_score_parts(t, s, w, sp.eye(2)) - sp.cos((t - s) * w))
+    with pytest.raises(ValueError, match="2 x 2"):
+        pair_score_parts(t, s, w, sp.eye(3))

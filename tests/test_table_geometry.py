@@ -181,3 +181,32 @@ def test_learned_position_table_and_offset_structure() -> None:
     assert rounded == {k: round(v, 3) for k, v in structure.items()}
     with pytest.raises(ValueError, match="P > 32"):
         offset_structure(torch.eye(10))
+
+
+def test_sinusoidal_offset_curve_is_the_cosine_sum() -> None:
+    from posenc_lib import sinusoidal_offset_curve
+
+    f = sinusoidal_offset_curve(300, 16, 100.0)
+    assert f.shape == (300,) and f.dtype == torch.float64
+    k = torch.arange(300, dtype=torch.float64)
+    expected = torch.cos(k[:, None] * sinusoidal_frequencies(16, 100.0)).sum(1)
+    assert torch.allclose(f, expected, atol=1e-4)  # float32 table rounding
+    assert math.isclose(f[0].item(), 8.0, rel_tol=1e-6)
+    with pytest.raises(ValueError):
+        sinusoidal_offset_curve(10, 7)
+
+
+def test_initial_position_table_is_the_start_of_training_and_keeps_the_rng() -> None:
+    from posenc_lib import TransformerLM, get_scale, initial_position_table, learned_position_table
+
+    config = get_scale("ci").train_config("learned", seed=3)
+    torch.manual_seed(123)
+    before = torch.rand(3)
+    torch.manual_seed(123)
+    table = initial_position_table(config)
+    assert torch.equal(torch.rand(3), before)  # the caller's random state is untouched
+    torch.manual_seed(config.seed)
+    assert torch.equal(table, learned_position_table(TransformerLM(config.model)))
+    assert table.shape == (config.model.max_positions, config.model.d_model)
+    with pytest.raises(ValueError, match="learned"):
+        initial_position_table(get_scale("ci").train_config("rope", seed=0))

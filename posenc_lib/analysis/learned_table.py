@@ -361,3 +361,49 @@ def offset_structure(similarity: Tensor, digits: int | None = None) -> dict[str,
                "mean C, offsets ≥ 32": profile[32:].mean().item(),
                "variance explained by offset": offset_r2(similarity)}
     return numbers if digits is None else {k: round(v, digits) for k, v in numbers.items()}
+
+
+def sinusoidal_offset_curve(length: int, d_model: int, base: float = 10000.0) -> Tensor:
+    """f(k) = PE(0)·PE(k) for k = 0 … length − 1, from the stored sinusoidal table.
+
+    The rows are those of :func:`~posenc_lib.encodings.sinusoidal_encoding` (float32, as a
+    model sees them), multiplied in float64; f(k) equals Σ_i cos(k ω_i) up to the table's
+    rounding, and PE(p)·PE(p + k) is the same at every p (Vaswani et al. 2017, §3.5).
+
+    Args:
+        length: number of offsets, ≥ 1.
+        d_model: even model width.
+        base: the wavelength base.
+
+    Returns:
+        float64 ``[length]``; f(0) = d_model/2.
+
+    Raises:
+        ValueError: as :func:`~posenc_lib.encodings.sinusoidal_encoding`.
+    """
+    rows = sinusoidal_encoding(length, d_model, base).double()  # [length, d_model]
+    return rows @ rows[0]
+
+
+def initial_position_table(config) -> Tensor:
+    """The learned position table a training run starts from, before any step.
+
+    Builds the model of ``config`` under ``torch.manual_seed(config.seed)``, as training
+    does, and returns its table; the caller's random state is left as it was
+    (``torch.random.fork_rng``), so asking for a start does not shift later draws.
+
+    Args:
+        config: a :class:`~posenc_lib.training.train.TrainConfig` whose model has
+            ``position="learned"`` (e.g. ``scale.train_config("learned", seed=0)``).
+
+    Returns:
+        float32 ``[max_positions, d_model]``, detached, on the CPU.
+
+    Raises:
+        ValueError: if the config's model has no learned position table.
+    """
+    from posenc_lib.model.transformer import TransformerLM  # the model imports this package
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return learned_position_table(TransformerLM(config.model))

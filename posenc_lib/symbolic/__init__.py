@@ -80,3 +80,19 @@ def proved(lhs: sp.Expr | sp.Matrix, rhs: sp.Expr | sp.Matrix, name: str | None 
     if not is_zero(difference):
         raise AssertionError(f"SymPy does not prove {name or sp.sstr(lhs)} = {sp.sstr(rhs)}")
     return Math(f"{name or typeset(lhs)} = {typeset(rhs)}")
+
+
+def reflection_matrix(angle: sp.Expr) -> sp.Matrix:
+    """The 2 × 2 reflection [[cos a, sin a], [sin a, −cos a]]: orthogonal, determinant −1.
+
+    It mirrors the plane in the line at angle ``a``/2; applied twice it is the identity, so the
+    orbit of a point under it has at most two points (the sinusoidal chapter's converse proof:
+    a map with period 2 cannot make a position code).
+
+    Args:
+        angle: the angle a (a symbol or a number).
+
+    Returns:
+        ``Matrix 2 × 2``.
+    """
+    return sp.Matrix([[sp.cos(angle), sp.sin(angle)], [sp.sin(angle), -sp.cos(angle)]])

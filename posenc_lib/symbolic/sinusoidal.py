@@ -117,3 +117,67 @@ def pair_score(t: sp.Expr, s: sp.Expr, omega: sp.Expr, block: sp.Matrix) -> sp.E
     if block.shape != (2, 2):
         raise ValueError(f"block must be a 2 x 2 matrix, got shape {block.shape}")
     return (sinusoidal_pair(t, omega).T * block * sinusoidal_pair(s, omega))[0, 0]
+
+
+def symmetric_form_system(directions: list[sp.Expr] | tuple[sp.Expr, ...]) -> sp.Matrix:
+    """The linear system that fixes a symmetric 2 × 2 form from its values at three directions.
+
+    A symmetric form S = [[a, b], [b, c]] takes the value uᵀ S u = a cos²φ + 2b cos φ sin φ
+    + c sin²φ at the unit vector u = (cos φ, sin φ). Row j of the result holds the
+    coefficients of a, b, c in that value at direction φ_j, so the three values determine S
+    exactly when the determinant is non-zero, i.e. (the chapter proves) when no two of the
+    directions differ by a multiple of π.
+
+    Args:
+        directions: three angles φ_1, φ_2, φ_3 (symbols or numbers).
+
+    Returns:
+        ``Matrix 3 × 3``, columns in the order a, b, c.
+
+    Raises:
+        ValueError: if ``directions`` does not hold exactly three angles.
+    """
+    if len(directions) != 3:
+        raise ValueError(f"directions must hold three angles, got {len(directions)}")
+    a, b, c = sp.symbols("a b c", real=True)
+    form = sp.Matrix([[a, b], [b, c]])
+    rows = []
+    for phi in directions:
+        u = sp.Matrix([sp.cos(phi), sp.sin(phi)])
+        value = (u.T * form * u)[0, 0]
+        rows.append([sp.diff(value, x) for x in (a, b, c)])
+    return sp.Matrix(rows)
+
+
+def pair_score_parts(t: sp.Expr, s: sp.Expr, omega: sp.Expr, block: sp.Matrix) -> sp.Expr:
+    """:func:`pair_score` written as its three parts: even and odd in t − s, and in t + s.
+
+    For the block B = [[α, β], [γ, δ]] the product-to-sum formulas give
+
+        (α + δ)/2 · cos((t − s)ω) + (β − γ)/2 · sin((t − s)ω)
+        + (δ − α)/2 · cos((t + s)ω) + (β + γ)/2 · sin((t + s)ω):
+
+    the symmetric part of B sees the offset through an even function, the antisymmetric
+    part through an odd one (it tells a key before the query from one after it), and the
+    rest depends on the absolute positions. The chapter proves it equal to
+    :func:`pair_score`.
+
+    Args:
+        t: the query position.
+        s: the key position.
+        omega: the pair's frequency ω_i.
+        block: the 2 × 2 block of W_Q W_Kᵀ.
+
+    Returns:
+        The sum of the four terms, as written above.
+
+    Raises:
+        ValueError: if ``block`` is not 2 × 2.
+    """
+    if block.shape != (2, 2):
+        raise ValueError(f"block must be a 2 x 2 matrix, got shape {block.shape}")
+    (alpha, beta), (gamma, delta) = block.tolist()
+    r = t - s
+    return ((alpha + delta) / 2 * sp.cos(r * omega) + (beta - gamma) / 2 * sp.sin(r * omega)
+            + (delta - alpha) / 2 * sp.cos((t + s) * omega)
+            + (beta + gamma) / 2 * sp.sin((t + s) * omega))
