@@ -664,3 +664,42 @@ def plot_angle_errors(positions, errors: Mapping[str, object], head_dim: int,
                  + f"{base:,.0f}".replace(",", " "))
     ax.legend()
     return fig
+
+
+def plot_time_by_length(medians, low, high,
+                        lines: Mapping[str, tuple[str, str, str]]) -> Figure:
+    """Time of several attention variants relative to a baseline, against the length.
+
+    One line per variant (its median over runs) with a band from its lowest to its
+    highest run, both axes log₂ with plain-number ticks, legend below in one column.
+
+    Args:
+        medians, low, high: ``pandas.DataFrame`` tables, one row per variant and one
+            column per length L (tokens): the median, lowest and highest ratio.
+        lines: variant → (scheme for the colour, as in :data:`SCHEME_STYLE`; line style;
+            marker), in the legend's order.
+
+    Returns:
+        The figure, not yet shown (:func:`show_figure` with ``legend=None`` shows it).
+
+    Raises:
+        KeyError: for a variant of ``lines`` that ``medians`` lacks, or an unknown scheme.
+    """
+    fig, ax = plt.subplots(figsize=(6.5, 4.6))
+    for variant, (scheme, line, marker) in lines.items():
+        row = medians.loc[variant]
+        colour = SCHEME_STYLE[scheme]["color"]
+        ax.plot(row.index, row.values, linestyle=line, marker=marker, markersize=4,
+                color=colour, label=variant)
+        ax.fill_between(row.index, low.loc[variant], high.loc[variant], color=colour,
+                        alpha=0.12, linewidth=0)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(list(medians.columns), [str(length) for length in medians.columns])
+    ax.set_yticks([0.5, 1, 2, 4, 8, 16, 32], ["0.5", "1", "2", "4", "8", "16", "32"])
+    ax.minorticks_off()
+    ax.set_xlabel("sequence length L (tokens)")
+    ax.set_ylabel("time relative to causal SDPA (median; band: 5 runs)")
+    fig.tight_layout()
+    legend_below(fig, ncol=1)
+    return fig

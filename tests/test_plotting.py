@@ -327,3 +327,20 @@ def test_decay_curves_and_angle_errors_figures() -> None:
     plt.close(fig)
     with pytest.raises(ValueError, match="errors"):
         plot_angle_errors(distances, {}, 128)
+
+
+def test_time_by_length_draws_each_variant_on_log2_axes() -> None:
+    import pandas as pd
+
+    from posenc_book.plotting import plot_time_by_length
+
+    medians = pd.DataFrame([[1.0, 1.1], [2.0, 4.0]], index=["causal", "ALiBi"],
+                           columns=[1024, 2048])
+    fig = plot_time_by_length(medians, medians * 0.9, medians * 1.1,
+                              {"causal": ("none", "-", "x"), "ALiBi": ("alibi", ":", "v")})
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["causal", "ALiBi"]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    plt.close(fig)
+    with pytest.raises(KeyError):
+        plot_time_by_length(medians, medians, medians, {"T5": ("t5", "-", "s")})
