@@ -572,3 +572,134 @@ def binned_means(curve, edges: Sequence[int]) -> list[float]:
         raise ValueError(f"edges must be strictly increasing, got edges={edges}")
     return [curve[lo:hi].mean().item() for lo, hi in zip(edges[:-1], edges[1:])
             if hi <= len(curve)]
+
+
+DECAY_CURVE_STYLE = {
+    "bound B(r) / B(0)": ("-", "black"),
+    "|sum of phases| / (d/2)": ("--", "#8c564b"),
+    "q with itself": ("-", "#17becf"),
+    "|q, independent k|": (":", "#e377c2"),
+}
+"""Line style and colour of each curve of :func:`plot_decay_curves` (not the schemes'
+colours: no scheme is meant)."""
+
+
+def plot_decay_curves(decay: Mapping[float, Mapping[str, object]], distances,
+                      bins: int = 25) -> Figure:
+    """RoPE's decay bound and measured scores against the distance, one panel per base.
+
+    Each curve is drawn faintly at every distance and, bold, as its means over
+    log-spaced bins of the distance. ``"bound B(r)"`` is drawn divided by its value at
+    r = 0 (``distances[0]``), on the scale of the scores; the point r = 0 is left out.
+
+    Args:
+        decay: base → the curves of
+            :func:`~posenc_lib.encodings.rope_decay.decay_curves` (``[m]`` arrays or CPU
+            tensors, names as in :data:`DECAY_CURVE_STYLE` or ``"bound B(r)"``).
+        distances: ``[m]`` increasing integer distances, starting at 0.
+        bins: how many log-spaced bin edges from 1 to ``max(distances) + 1``.
+
+    Returns:
+        The figure (two panels sharing y for two bases), not yet shown.
+
+    Raises:
+        ValueError: if ``distances`` do not start at 0, or ``decay`` is empty.
+    """
+    r_all = np.asarray(distances, dtype=np.float64)
+    if len(r_all) < 2 or r_all[0] != 0:
+        raise ValueError(f"distances must start at 0 and hold more, got {r_all[:3]}")
+    if not decay:
+        raise ValueError("decay must hold at least one base")
+    r_axis = r_all[1:]
+    edges = np.logspace(0, np.log10(r_axis.max() + 1), bins).astype(np.float32)
+    r_bin = np.searchsorted(edges.astype(np.float64), r_axis, side="left")
+    kept = np.unique(r_bin)
+    fig, axes = plt.subplots(1, len(decay), figsize=(6.5, 3.6), sharey=True, squeeze=False)
+    for ax, (base, curves) in zip(axes[0], decay.items()):
+        for name, values in curves.items():
+            values = np.asarray(values, dtype=np.float64)
+            if name == "bound B(r)":
+                name, values = "bound B(r) / B(0)", values / values[0]
+            style, colour = DECAY_CURVE_STYLE[name]
+            ax.plot(r_axis, values[1:], "-", color=colour, alpha=0.25, linewidth=0.8)
+            ax.plot([r_axis[r_bin == b].mean() for b in kept],
+                    [values[1:][r_bin == b].mean() for b in kept],
+                    style, color=colour, linewidth=2, label=name)
+        ax.set_xscale("log")
+        ax.set_xticks([1, 100, 10000], ["1", "100", "10 000"])
+        ax.set_xlabel("distance r = t − s")
+        ax.set_title("base " + f"{base:,.0f}".replace(",", " "))
+    axes[0][0].set_ylabel("normalised bound, scores")
+    return fig
+
+
+def plot_angle_errors(positions, errors: Mapping[str, object], head_dim: int,
+                      base: float = 10000.0) -> Figure:
+    """RoPE's error against position, one line per dtype of the angles, log–log.
+
+    Args:
+        positions: ``[n]`` positive positions.
+        errors: dtype name (e.g. ``"float32"``) → ``[n]`` largest absolute error at each
+            position, against a float64 reference.
+        head_dim: the head dimension (for the title).
+        base: the frequency base (for the title).
+
+    Returns:
+        The figure, with its legend, not yet shown.
+
+    Raises:
+        ValueError: if ``errors`` is empty.
+    """
+    if not errors:
+        raise ValueError("errors must hold at least one dtype")
+    fig, ax = plt.subplots()
+    for name, err in errors.items():
+        ax.plot(np.asarray(positions), np.asarray(err), label=f"angles in {name}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks([1, 10, 100, 1000, 10000], ["1", "10", "100", "1 000", "10 000"])
+    ax.set_xlabel("position p")
+    ax.set_ylabel("max |RoPE(x, p) − float64 reference|")
+    ax.set_title(f"Angle precision, head_dim {head_dim}, base "
+                 + f"{base:,.0f}".replace(",", " "))
+    ax.legend()
+    return fig
+
+
+def plot_time_by_length(medians, low, high,
+                        lines: Mapping[str, tuple[str, str, str]]) -> Figure:
+    """Time of several attention variants relative to a baseline, against the length.
+
+    One line per variant (its median over runs) with a band from its lowest to its
+    highest run, both axes log₂ with plain-number ticks, legend below in one column.
+
+    Args:
+        medians, low, high: ``pandas.DataFrame`` tables, one row per variant and one
+            column per length L (tokens): the median, lowest and highest ratio.
+        lines: variant → (scheme for the colour, as in :data:`SCHEME_STYLE`; line style;
+            marker), in the legend's order.
+
+    Returns:
+        The figure, not yet shown (:func:`show_figure` with ``legend=None`` shows it).
+
+    Raises:
+        KeyError: for a variant of ``lines`` that ``medians`` lacks, or an unknown scheme.
+    """
+    fig, ax = plt.subplots(figsize=(6.5, 4.6))
+    for variant, (scheme, line, marker) in lines.items():
+        row = medians.loc[variant]
+        colour = SCHEME_STYLE[scheme]["color"]
+        ax.plot(row.index, row.values, linestyle=line, marker=marker, markersize=4,
+                color=colour, label=variant)
+        ax.fill_between(row.index, low.loc[variant], high.loc[variant], color=colour,
+                        alpha=0.12, linewidth=0)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(list(medians.columns), [str(length) for length in medians.columns])
+    ax.set_yticks([0.5, 1, 2, 4, 8, 16, 32], ["0.5", "1", "2", "4", "8", "16", "32"])
+    ax.minorticks_off()
+    ax.set_xlabel("sequence length L (tokens)")
+    ax.set_ylabel("time relative to causal SDPA (median; band: 5 runs)")
+    fig.tight_layout()
+    legend_below(fig, ncol=1)
+    return fig

@@ -715,3 +715,64 @@ def _cpu_model() -> str | None:
     import platform
 
     return platform.processor() or None
+
+
+_ANGLE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def rope_angle_errors(x: Tensor, positions: Tensor,
+                      dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16")) -> dict[str, Tensor]:
+    """How far RoPE lands from its float64 self when its angles are computed in a lower precision.
+
+    Each row of ``x`` is rotated by :func:`~posenc_lib.encodings.rope.apply_rope`
+    (rotate-half pairs, base 10 000) at its position, with the angles ``p θ_i`` formed in
+    each dtype, and compared with the rotation by float64 angles.
+
+    Args:
+        x: float64 ``[n, d]``, one row per position.
+        positions: integer ``[n]``.
+        dtypes: names of the angle dtypes: ``"float32"``, ``"bfloat16"``, ``"float16"``.
+
+    Returns:
+        dtype name → float64 ``[n]``: the largest absolute difference in each row (NaN
+        where the angles overflow the dtype, e.g. float16 past 65 504).
+
+    Raises:
+        ValueError: for ``x`` that is not float64 ``[n, d]`` or an unknown dtype name.
+    """
+    from posenc_lib.encodings.rope import apply_rope
+
+    if x.dtype != torch.float64 or x.dim() != 2:
+        raise ValueError(f"x must be float64 [n, d], got x of {x.dtype} {tuple(x.shape)}")
+    unknown = [name for name in dtypes if name not in _ANGLE_DTYPES]
+    if unknown:
+        raise ValueError(f"dtypes must be among {list(_ANGLE_DTYPES)}, got dtypes={unknown}")
+    reference = apply_rope(x, positions, angle_dtype=torch.float64)
+    return {name: (apply_rope(x, positions, angle_dtype=_ANGLE_DTYPES[name]) - reference).abs().amax(-1)
+            for name in dtypes}
+
+
+def rope_error_in_eps(rotated: Tensor, reference: Tensor, dtype: torch.dtype) -> float:
+    """The largest error of a RoPE result in units of ``dtype``'s rounding of its pair.
+
+    Each element's error ``|rotated − reference|`` is divided by ``eps(dtype)`` times the
+    norm of the element's rotate-half pair (dimensions i and i + d/2 of ``reference``):
+    the error of rounding that rotated pair once to ``dtype`` is about 1 on this scale.
+
+    Args:
+        rotated: ``[..., d]``, any float dtype (compared in float64).
+        reference: float64 ``[..., d]`` of the same shape: the exact rotation.
+        dtype: a floating dtype whose ``eps`` is the unit, e.g. ``torch.bfloat16``.
+
+    Returns:
+        The largest ratio (a float).
+
+    Raises:
+        ValueError: for shapes that differ or an odd last dimension.
+    """
+    if rotated.shape != reference.shape or reference.shape[-1] % 2:
+        raise ValueError(f"rotated and reference must share a shape with an even last dimension, "
+                         f"got {tuple(rotated.shape)} and {tuple(reference.shape)}")
+    pair_norm = reference.unflatten(-1, (2, -1)).norm(dim=-2)  # [..., d/2]
+    pair_norm = torch.cat([pair_norm, pair_norm], -1)
+    return ((rotated.double() - reference).abs() / (torch.finfo(dtype).eps * pair_norm)).max().item()

@@ -353,3 +353,28 @@ def test_cpu_time_fractions_divide_by_the_reference_of_the_same_run_and_dtype() 
     assert out.loc[(1, "copy"), "cpu_gb_per_s"] == 100 / 1.0 / 1e6
     assert out.loc[(1, "rope"), "stretch"] == 3.0
     assert len(out) == 4  # the bfloat16 row has no reference: dropped
+
+
+def test_rope_angle_errors_grow_as_the_angle_dtype_shrinks() -> None:
+    from posenc_lib.measure import rope_angle_errors
+
+    positions = torch.tensor([1, 100, 70000])
+    x = torch.randn(3, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    errors = rope_angle_errors(x, positions)
+    assert list(errors) == ["float32", "bfloat16", "float16"]
+    assert errors["float32"][1] < errors["bfloat16"][1]
+    assert torch.isnan(errors["float16"][2])  # 70000 overflows float16
+    with pytest.raises(ValueError, match="x must be float64"):
+        rope_angle_errors(x.float(), positions)
+    with pytest.raises(ValueError, match="dtypes"):
+        rope_angle_errors(x, positions, ("float8",))
+
+
+def test_rope_error_in_eps_is_in_units_of_the_pair_rounding() -> None:
+    from posenc_lib.measure import rope_error_in_eps
+
+    reference = torch.tensor([[3.0, 1.0, 4.0, 0.0]], dtype=torch.float64)  # pair norms 5, 1
+    rotated = reference + torch.tensor([[5 * torch.finfo(torch.bfloat16).eps, 0, 0, 0]])
+    assert rope_error_in_eps(rotated, reference, torch.bfloat16) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="share a shape"):
+        rope_error_in_eps(rotated[:, :3], reference[:, :3], torch.bfloat16)

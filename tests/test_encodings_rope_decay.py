@@ -43,3 +43,19 @@ def test_decay_curves_start_where_the_algebra_says() -> None:
     assert curves["|sum of phases| / (d/2)"][0] == 1
     torch.testing.assert_close(curves["q with itself"][0], torch.tensor(1.0, dtype=torch.float64))
     assert all(c.shape == (3,) for c in curves.values())
+
+
+def test_decay_table_reads_each_curve_at_the_probes() -> None:
+    from posenc_lib.encodings.rope_decay import decay_curves, decay_table
+
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 50, 16, dtype=torch.float64, generator=gen)
+    distances = torch.tensor([0, 1, 5, 10, 100])
+    decay = {10000.0: decay_curves(q, k, distances, 10000.0),
+             500000.0: decay_curves(q, k, distances, 500000.0)}
+    table = decay_table(decay, distances, [0, 10])
+    assert list(table.columns) == [0, 10] and table.columns.name == "r"
+    assert table.loc[("base 500 000", "bound B(r)"), 10] == decay[500000.0]["bound B(r)"][3].item()
+    assert table.loc[("base 10 000", "bound B(r)"), 0] == (8 + 1) / 2
+    with pytest.raises(ValueError, match="probes"):
+        decay_table(decay, distances, [2])

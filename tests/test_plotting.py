@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -307,3 +308,39 @@ def test_log_bins_and_binned_means() -> None:
         binned_means(curve, [0, 5, 5])
     with pytest.raises(ValueError, match="stop"):
         log_bins(1, 10)
+
+
+def test_decay_curves_and_angle_errors_figures() -> None:
+    from posenc_book.plotting import plot_angle_errors, plot_decay_curves
+
+    distances = np.array([0, 1, 2, 10, 100, 1000])
+    curves = {"bound B(r)": np.linspace(2, 1, 6), "q with itself": np.linspace(1, 0.1, 6)}
+    fig = plot_decay_curves({10000.0: curves, 500000.0: curves}, distances)
+    assert [ax.get_title() for ax in fig.axes] == ["base 10 000", "base 500 000"]
+    assert fig.axes[0].get_lines()[1].get_label() == "bound B(r) / B(0)"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="start at 0"):
+        plot_decay_curves({1.0: curves}, distances[1:])
+    fig = plot_angle_errors(distances[1:], {"float32": np.ones(5)}, 128)
+    assert fig.axes[0].get_title() == "Angle precision, head_dim 128, base 10 000"
+    assert fig.axes[0].get_xscale() == "log"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="errors"):
+        plot_angle_errors(distances, {}, 128)
+
+
+def test_time_by_length_draws_each_variant_on_log2_axes() -> None:
+    import pandas as pd
+
+    from posenc_book.plotting import plot_time_by_length
+
+    medians = pd.DataFrame([[1.0, 1.1], [2.0, 4.0]], index=["causal", "ALiBi"],
+                           columns=[1024, 2048])
+    fig = plot_time_by_length(medians, medians * 0.9, medians * 1.1,
+                              {"causal": ("none", "-", "x"), "ALiBi": ("alibi", ":", "v")})
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["causal", "ALiBi"]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    plt.close(fig)
+    with pytest.raises(KeyError):
+        plot_time_by_length(medians, medians, medians, {"T5": ("t5", "-", "s")})

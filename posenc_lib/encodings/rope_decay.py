@@ -146,3 +146,31 @@ def decay_curves(q: Tensor, k: Tensor, distances: Tensor,
     return {"bound B(r)": partial_sums.mean(-1),
             "|sum of phases| / (d/2)": partial_sums[:, -1] / half,
             "q with itself": same.mean(0), "|q, independent k|": other.mean(0)}
+
+
+def decay_table(decay: dict[float, dict[str, Tensor]], distances: Tensor,
+                probes: list[int]) -> pd.DataFrame:
+    """The curves of :func:`decay_curves` for several bases, read at a few distances.
+
+    Args:
+        decay: base → the curves :func:`decay_curves` returned for ``distances``.
+        distances: the integer ``[m]`` distances the curves were computed at.
+        probes: distances to read, each one of ``distances``.
+
+    Returns:
+        float64 table, one row per (``"base 10 000"``, curve name) and one column per
+        probe distance (index ``"r"``), unrounded.
+
+    Raises:
+        ValueError: for a probe that is not one of ``distances``.
+    """
+    where = {int(r): i for i, r in enumerate(distances.tolist())}
+    missing = [r for r in probes if r not in where]
+    if missing:
+        raise ValueError(f"probes must be among distances, got probes={missing}")
+    columns = {
+        ("base " + f"{base:,.0f}".replace(",", " "), name): [
+            float(curve[where[r]]) for r in probes]
+        for base, curves in decay.items() for name, curve in curves.items()
+    }
+    return pd.DataFrame(columns, index=pd.Index(probes, name="r")).T
