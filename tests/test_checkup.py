@@ -21,40 +21,21 @@ from posenc_lib.pretrained.checkup import (
     load_model,
     logits_reproduced,
     pair_indices,
+    pairing_losses,
     positional_heads,
+    positional_pair_shares,
     probe_layout,
     config_frequencies,
     rope_settings,
     stored_extension,
+    tiny_llama,
     trained_context,
 )
-from posenc_lib.encodings.rope import RotaryEmbedding
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (test-only, pinned) is not installed"
 )
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig  # noqa: E402
-from transformers import LlamaForCausalLM  # noqa: E402
-
-
-def tiny_llama(**rope) -> LlamaForCausalLM:
-    """2 layers, 4 query heads sharing 2 key/value heads, head_dim 16, L_train 32."""
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, head_dim=16,
-                         max_position_embeddings=32, **rope)
-    return LlamaForCausalLM(config).eval()
-
-
-def built_interleaved(model: LlamaForCausalLM) -> LlamaForCausalLM:
-    """The same weights, every layer rotated in the interleaved pairing instead."""
-    from posenc_lib.pretrained.loading import PosencRopeAttention
-
-    rotary = RotaryEmbedding(16, 10000.0, interleaved=True)
-    for layer in model.model.layers:
-        layer.self_attn = PosencRopeAttention(layer.self_attn, rotary)
-    return model
+from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +45,7 @@ def probe() -> torch.Tensor:
 
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_the_probe_finds_the_layout_a_model_was_built_with(probe, interleaved) -> None:
-    model = tiny_llama()
-    if interleaved:
-        model = built_interleaved(model)
+    model = tiny_llama(interleaved=interleaved)
     found = probe_layout(model, probe)
     expected = "interleaved" if interleaved else "rotate_half"
     other = next(layout for layout in LAYOUTS if layout != expected)
@@ -243,3 +222,56 @@ def test_the_command_line_writes_a_report(tmp_path, monkeypatch) -> None:
     assert report["source"]["hf_dir"] == str(tmp_path)
     assert report["extension"] == {"source": "not measured"}
     assert {"git_commit", "torch_version"} <= set(report["provenance"])
+
+
+def test_tiny_llama_is_seeded_and_built_rotate_half() -> None:
+    first, again = tiny_llama(), tiny_llama()
+    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), again.parameters()))
+    assert rope_settings(first)["head_dim"] == 16 and rope_settings(first)["base"] == 10000.0
+    assert tiny_llama(max_position_embeddings=64).config.max_position_embeddings == 64
+
+
+def test_pairing_losses_favour_the_pairing_the_model_runs(probe) -> None:
+    model = tiny_llama()
+    before = [layer.self_attn for layer in model.model.layers]
+    losses = pairing_losses(model, probe[0])
+    assert set(losses) == set(LAYOUTS)
+    assert [layer.self_attn for layer in model.model.layers] == before  # restored
+    # rotate-half is what a tiny Llama runs: that loss is the model's own, exactly as far
+    # as the library's RoPE reproduces it; the interleaved one differs
+    with torch.no_grad():
+        logits = model(probe).logits[0, :-1]
+    own = torch.nn.functional.cross_entropy(logits, probe[0, 1:]).item()
+    assert losses["rotate_half"] == pytest.approx(own, abs=1e-5)
+    assert abs(losses["interleaved"] - own) > 1e-4
+    with pytest.raises(ValueError, match="tokens must be"):
+        pairing_losses(model, probe)
+
+
+def test_positional_pair_shares_by_hand() -> None:
+    # 2 layers × 3 heads × 4 pairs; head (0, 0) is positional, its layer-mates (0, 1), (0, 2)
+    share = torch.full((2, 3, 4), 0.25, dtype=torch.float64)
+    share[0, 0] = torch.tensor([0.7, 0.1, 0.1, 0.1])
+    share[0, 1] = torch.tensor([0.1, 0.1, 0.4, 0.4])
+    pairs = {"share": share.tolist(),
+             "positional_heads": [{"layer": 0, "head": 0, "kind": "diagonal",
+                                   "mass": 0.614}]}
+    found = positional_pair_shares(pairs, critical=2, fastest=1)
+    assert found["flagged"].sum() == 1 and found["flagged"][0, 0]
+    assert found["mate_heads"] == 2
+    assert found["positional_fast"] == pytest.approx(0.8)
+    assert found["mates_fast"] == pytest.approx((0.2 + 0.5) / 2)
+    assert found["positional_fastest"] == pytest.approx(0.7)
+    assert found["mates_fastest"] == pytest.approx((0.1 + 0.25) / 2)
+    assert found["others_fastest"] == pytest.approx((0.1 + 0.25 * 4) / 5)
+    assert found["even_split"] == 0.5
+    assert torch.allclose(found["mates_profile"], (share[0, 1] + share[0, 2]) / 2)
+    table = found["table"]
+    assert list(table.columns) == ["layer (0-based)", "head (0-based)", "kind",
+                                   "attention mass", "share on pairs 0–1",
+                                   "share on pairs 0–0"]
+    assert table.iloc[0]["attention mass"] == 0.61
+    with pytest.raises(ValueError, match="critical must be in"):
+        positional_pair_shares(pairs, critical=5)
+    with pytest.raises(ValueError, match="no head to compare"):
+        positional_pair_shares({**pairs, "positional_heads": []}, critical=2)

@@ -249,3 +249,17 @@ def test_decoding_refuses_bad_arguments(tokens) -> None:
         cached_decode_logits(model, tokens, prefill=0)
     with pytest.raises(ValueError, match=r"\[batch, seq\]"):
         recomputed_logits(model, tokens[0])
+
+
+def test_rerotation_error_on_a_tiny_model(tokens) -> None:
+    from posenc_lib.pretrained.kv_cache import rerotation_error
+    from posenc_lib.pretrained.loading import use_posenc_rope
+
+    model = tiny_llama({"rope_type": "default", "rope_theta": 1e4})
+    use_posenc_rope(model)
+    assert rerotation_error(model, tokens[:, :8], 100) < 1e-4
+    assert rerotation_error(model, tokens[:, :8], 0) == 0.0  # nothing moved
+    # the wrong base moves the keys to the wrong angles
+    assert rerotation_error(model, tokens[:, :8], 100, base=5e3) > 1e-2
+    with pytest.raises(ValueError, match="offset must be"):
+        rerotation_error(model, tokens[:, :8], -1)

@@ -12,12 +12,17 @@ import torch
 from posenc_lib.model.transformer import ModelConfig, TransformerLM
 from posenc_lib.pretrained.streaming import (
     MODES,
+    STREAMING_LABELS,
+    STREAMING_MODES,
     StreamingCache,
     StreamingConfig,
     block_means,
+    compare_streaming,
     streaming,
+    streaming_forms_gap,
     streaming_logits,
     streaming_nll,
+    streaming_table,
 )
 from posenc_lib.encodings.rope import RotaryEmbedding
 
@@ -140,3 +145,51 @@ def test_the_command_line_passes_its_arguments(monkeypatch) -> None:
                                  "book": "persuasion"})]
     with pytest.raises(SystemExit):
         streaming_tool.main(["--tokens", "64"])  # --out is required
+
+
+def test_streaming_modes_is_the_one_tuple_and_every_cache_has_a_label() -> None:
+    assert STREAMING_MODES is MODES
+    assert list(STREAMING_LABELS) == ["full", *STREAMING_MODES]
+
+
+def test_the_two_forms_agree_for_every_mode(tokens) -> None:
+    gaps = streaming_forms_gap(book_model(), tokens, 10, sinks=2)
+    assert list(gaps) == list(STREAMING_MODES)
+    assert max(gaps.values()) < 1e-5
+    with pytest.raises(ValueError, match="sinks must be"):
+        streaming_forms_gap(book_model(), tokens, 10, sinks=10)
+
+
+def test_compare_streaming_on_the_book_model(tokens) -> None:
+    model = book_model()
+    text = tokens[0]
+    nll, share = compare_streaming(model, text, 10, sinks=2)
+    assert list(nll) == ["full", *STREAMING_MODES] and list(share) == list(STREAMING_MODES)
+    with torch.no_grad():
+        logits = model(text[None])[0, :-1]
+    full = torch.nn.functional.cross_entropy(logits, text[1:], reduction="none")
+    assert torch.equal(nll["full"], full.double())
+    for mode in STREAMING_MODES:
+        expected, expected_share = streaming_nll(model, text, config_of(mode, 10, 2))
+        assert torch.equal(nll[mode], expected)
+        assert torch.equal(share[mode], expected_share)
+    # a cache as long as the text evicts nothing: every mode is the plain forward
+    whole, _ = compare_streaming(model, text, 30, sinks=2)
+    assert all((whole[m] - whole["full"]).abs().max() < 1e-5 for m in STREAMING_MODES)
+    with pytest.raises(ValueError, match="tokens must be"):
+        compare_streaming(model, tokens, 10)
+
+
+def test_streaming_table_labels_columns_and_blocks() -> None:
+    table = streaming_table({"full": [3.0, 2.5], "window": torch.tensor([3.0, 2.75])},
+                            4, "bytes")
+    assert list(table.columns) == [STREAMING_LABELS["full"], STREAMING_LABELS["window"]]
+    assert list(table.index) == ["0–3", "4–7"] and table.index.name == "positions (bytes)"
+    assert table.to_numpy().tolist() == [[3.0, 3.0], [2.5, 2.75]]
+    assert str(table.dtypes.iloc[1]) == "float64"
+    with pytest.raises(ValueError, match="unknown keys"):
+        streaming_table({"sinks": [1.0]}, 4)
+    with pytest.raises(ValueError, match="same length"):
+        streaming_table({"full": [1.0], "window": [1.0, 2.0]}, 4)
+    with pytest.raises(ValueError, match="block must be"):
+        streaming_table({"full": [1.0]}, 0)

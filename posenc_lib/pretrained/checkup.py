@@ -614,3 +614,157 @@ def load_model(*, gguf: str | None = None, hf_dir: str | None = None):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     return model.eval(), tokenizer
+
+
+# --------------------------------------------------------------------- chapter 15's readings
+
+
+def tiny_llama(*, interleaved: bool = False, **config):
+    """A tiny randomly initialised Llama (seed 0), where the check-up's answers are known.
+
+    2 layers, 4 query heads sharing 2 key/value heads, head_dim 16, vocabulary 97,
+    ``max_position_embeddings`` 32, RoPE base 10 000 (transformers' defaults otherwise);
+    built rotate-half, as transformers' Llama is. Needs transformers (nothing is
+    downloaded).
+
+    Args:
+        interleaved: replace every layer's rotation by posenc_lib's RoPE in the
+            interleaved pairing (the same weights, rotated 2i with 2i + 1), so that
+            :func:`probe_layout` should report ``"interleaved"``.
+        **config: further :class:`transformers.LlamaConfig` fields, replacing the ones
+            above (e.g. ``rope_parameters``).
+
+    Returns:
+        A ``LlamaForCausalLM`` in eval mode, float32.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from posenc_lib.pretrained.loading import PosencRopeAttention, rope_config
+
+    torch.manual_seed(0)
+    fields = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 128,
+              "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 32,
+              **config}
+    model = LlamaForCausalLM(LlamaConfig(**fields)).eval()
+    if interleaved:
+        rotary = RotaryEmbedding(*rope_config(model), interleaved=True)
+        for layer in model.model.layers:
+            layer.self_attn = PosencRopeAttention(layer.self_attn, rotary)
+    return model
+
+
+@torch.no_grad()
+def pairing_losses(model: nn.Module, tokens: Tensor) -> dict[str, float]:
+    """Mean loss of a text with posenc_lib's RoPE in each pairing, on the same weights.
+
+    :func:`probe_layout` tells which rotation the forward pass runs, not which pairing
+    the weights were written for; the loss does: weights written for one pairing predict
+    a text much better under it than under the other. Every layer is given posenc_lib's
+    plain RoPE (head_dim and base of the config, see
+    :func:`~posenc_lib.pretrained.loading.rope_config`) in the rotate-half and then the
+    interleaved pairing; the layers are restored afterwards.
+
+    Args:
+        model: a transformers Llama-style causal LM with plain RoPE, in eval mode.
+        tokens: int64 ``[T]``, T ≥ 2, one text.
+
+    Returns:
+        ``{"rotate_half": nats, "interleaved": nats}``: the mean negative
+        log-likelihood per predicted token (float).
+
+    Raises:
+        ValueError: for tokens that are not ``[T]`` with T ≥ 2, or a model whose RoPE is
+            scaled or partial (:func:`~posenc_lib.pretrained.loading.rope_config`).
+    """
+    from posenc_lib.pretrained.loading import PosencRopeAttention, rope_config, token_nll
+
+    if tokens.dim() != 1 or tokens.numel() < 2:
+        raise ValueError(f"tokens must be [T] with T >= 2, got {tuple(tokens.shape)}")
+    head_dim, base = rope_config(model)
+    layers = model.model.layers
+    originals = [layer.self_attn for layer in layers]
+    losses = {}
+    try:
+        for layout in LAYOUTS:
+            rotary = RotaryEmbedding(head_dim, base, interleaved=layout == "interleaved")
+            for layer, original in zip(layers, originals):
+                layer.self_attn = PosencRopeAttention(_inner(original), rotary)
+            losses[layout] = token_nll(model, tokens).mean().item()
+    finally:
+        for layer, original in zip(layers, originals):
+            layer.self_attn = original
+    return losses
+
+
+def positional_pair_shares(pairs: Mapping, critical: int, fastest: int = 4) -> dict:
+    """Positional heads against their layer-mates, from a check-up report's pair shares.
+
+    Each positional head (:func:`positional_heads`) is compared with the mean of the
+    *other* heads of its own layer, since the shares change from layer to layer: the
+    share of |score terms| (:func:`pair_usage`) on the pairs i < ``critical`` (the
+    pairs that complete a turn within the trained context) and on the ``fastest``
+    fastest pairs.
+
+    Args:
+        pairs: the report's ``"pairs"`` entry (:func:`checkup`): ``"share"``, nested
+            lists ``[layers][H][d/2]``, and ``"positional_heads"``, a list of
+            ``{"layer", "head", "kind", "mass"}`` in layer and head order.
+        critical: i_c (:func:`critical_pair`), 1 … d/2.
+        fastest: how many of the fastest pairs the second share counts, 1 … d/2.
+
+    Returns:
+        A dict with
+
+        * ``"share"``: float64 ``[layers, H, d/2]``; ``"flagged"``: bool ``[layers, H]``,
+          the positional heads;
+        * ``"positional_profile"`` and ``"mates_profile"``: float64 ``[d/2]``, the mean
+          share per pair of the positional heads, and of their layer-mates (the mean
+          over positional heads of each one's layer-mates' mean);
+        * ``"mate_heads"``: how many heads are layer-mates of some positional head;
+        * ``"positional_fast"``, ``"mates_fast"``: mean share on pairs 0 … i_c − 1;
+          ``"positional_fastest"``, ``"mates_fastest"``, ``"others_fastest"`` (all
+          heads not flagged): mean share on pairs 0 … fastest − 1; ``"even_split"``:
+          i_c / (d/2), the share of an even split; ``"busiest_pair"``: the pair with
+          the largest mean share over all heads (floats and an int);
+        * ``"table"``: a :class:`pandas.DataFrame`, one row per positional head (layer
+          and head 0-based, kind, attention mass, its two shares, rounded to 2 places).
+
+    Raises:
+        ValueError: for no positional heads, or ``critical`` or ``fastest`` outside
+            1 … d/2.
+    """
+    import pandas as pd
+
+    share = torch.tensor(pairs["share"], dtype=torch.float64)  # (layers, H, d/2)
+    half = share.shape[-1]
+    for name, value in (("critical", critical), ("fastest", fastest)):
+        if not 1 <= value <= half:
+            raise ValueError(f"{name} must be in 1 … d/2 = {half}, got {name}={value}")
+    positional = pd.DataFrame(pairs["positional_heads"])
+    if positional.empty:
+        raise ValueError("pairs['positional_heads'] is empty: no head to compare")
+    flagged = torch.zeros(share.shape[:2], dtype=torch.bool)
+    flagged[positional["layer"].tolist(), positional["head"].tolist()] = True
+    mates = torch.stack([share[layer][~flagged[layer]].mean(0)
+                         for layer in positional["layer"]])  # (positional, d/2)
+    fast = share[..., :critical].sum(-1)  # (layers, H)
+    quick = share[..., :fastest].sum(-1)
+    table = positional.assign(**{
+        f"share on pairs 0–{critical - 1}": fast[flagged].numpy().round(2),
+        f"share on pairs 0–{fastest - 1}": quick[flagged].numpy().round(2),
+        "mass": positional["mass"].round(2)}).rename(columns={
+            "layer": "layer (0-based)", "head": "head (0-based)", "mass": "attention mass"})
+    return {
+        "share": share, "flagged": flagged,
+        "positional_profile": share[flagged].mean(0), "mates_profile": mates.mean(0),
+        "mate_heads": int((~flagged[sorted(set(positional["layer"]))]).sum()),
+        "positional_fast": fast[flagged].mean().item(),
+        "mates_fast": mates[:, :critical].sum(-1).mean().item(),
+        "positional_fastest": quick[flagged].mean().item(),
+        "mates_fastest": mates[:, :fastest].sum(-1).mean().item(),
+        "others_fastest": quick[~flagged].mean().item(),
+        "even_split": critical / half,
+        "busiest_pair": int(share.mean(dim=(0, 1)).argmax()),
+        "table": table,
+    }

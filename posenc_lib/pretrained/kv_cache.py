@@ -11,13 +11,14 @@ function here:
   config (2 tensors × layers × key/value heads × head_dim × bytes per element), and
   how much grouped-query attention saves against one key/value head per query head.
 * :func:`rerotate_keys`: a cached key can be moved to another position without the
-  unrotated key, because rotations compose, R_b R_a = R_{a+b}: rotate it by the offset.
+  unrotated key, because rotations compose, R_b R_a = R_{a+b}: rotate it by the offset
+  (:func:`rerotation_error` compares moved keys with recomputed ones, layer by layer).
 * :func:`cached_decode_logits` and :func:`recomputed_logits`: decoding token by token
   with the cache against recomputing every prefix without it. With plain RoPE the two
-  agree to ~1e-3 in the logits (the order of additions differs). With dynamic NTK (the base grows with the current length
-  L once L exceeds L0) a cached key keeps the base it was rotated with, so past L0 the
-  cache holds keys rotated under several bases and the logits differ from a
-  recomputation (huggingface/transformers issue #25104, "Inconsistent Rotation Base
+  agree to ~1e-3 in the logits (the order of additions differs). With dynamic NTK (the
+  base grows with the current length L once L exceeds L0) a cached key keeps the base it
+  was rotated with, so past L0 the cache holds keys rotated under several bases and the
+  logits differ from a recomputation (huggingface/transformers issue #25104, "Inconsistent Rotation Base
   for Dynamic NTK Scaling RoPE", 2023; transformers 5.23 still caches rotated keys).
 
 Shapes: ``[batch, heads, seq, head_dim]`` for keys; ``[batch, seq]`` int64 for tokens;
@@ -289,3 +290,51 @@ def recomputed_logits(model: nn.Module, tokens: Tensor, start: int = 1) -> Tenso
     for t in range(start, tokens.shape[1]):
         logits.append(model(tokens[:, : t + 1], use_cache=False).logits[:, -1:])
     return torch.cat(logits, dim=1)
+
+
+@torch.no_grad()
+def rerotation_error(model: nn.Module, tokens: Tensor, offset: int, *,
+                     base: float | None = None) -> float:
+    """How well cached keys, re-rotated by ``offset``, match keys computed there.
+
+    The keys the model caches for ``tokens`` at positions 0 … T − 1 are moved to
+    ``offset`` … ``offset`` + T − 1 with :func:`rerotate_keys`, and compared in every
+    layer with the keys it caches when it reads the same tokens at those positions.
+    With plain RoPE the two agree up to float32 rounding (every layer's hidden states
+    depend on distances only).
+
+    Args:
+        model: a transformers causal LM with plain RoPE (e.g. after
+            :func:`~posenc_lib.pretrained.loading.use_posenc_rope`), in eval mode; its
+            cache has ``.layers[i].keys`` ``[batch, kv_heads, seq, head_dim]``.
+        tokens: ``[batch, seq]`` token ids.
+        offset: the shift of the positions, an int ≥ 0.
+        base: the keys' RoPE base; None: the config's
+            (:func:`~posenc_lib.pretrained.loading.rope_config`).
+
+    Returns:
+        The largest over layers of max |moved − recomputed| / max |recomputed|
+        (float, relative).
+
+    Raises:
+        ValueError: for tokens that are not ``[batch, seq]`` integers, or a negative
+            ``offset``.
+    """
+    _check_tokens(tokens, 1)
+    seq = tokens.shape[1]
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0 (positions start at 0), got offset={offset}")
+    if base is None:
+        from posenc_lib.pretrained.loading import rope_config
+
+        _, base = rope_config(model)
+    old, new = torch.arange(seq), torch.arange(offset, offset + seq)
+    at_start = model(tokens, use_cache=True).past_key_values
+    shifted = model(tokens, position_ids=new[None].expand(tokens.shape[0], -1)
+                    .to(tokens.device), use_cache=True).past_key_values
+    worst = 0.0
+    for before, after in zip(at_start.layers, shifted.layers):
+        moved = rerotate_keys(before.keys, old, new, base=base)
+        fresh = after.keys
+        worst = max(worst, ((moved - fresh).abs().max() / fresh.abs().max()).item())
+    return worst

@@ -35,7 +35,7 @@ attention); tokens ``[B, T]`` int64.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -444,3 +444,125 @@ def run_pretrained_streaming(out: str, *, num_tokens: int = 4096, cache: int = 1
         record["provenance"] = {**started, **_peak_memory(torch.device("cpu"))}
         write_json_atomic(Path(out), record)  # after every mode: a partial run is kept
     return record
+
+
+# --------------------------------------------------------------------- chapter 15's comparisons
+
+STREAMING_MODES = MODES
+"""The three caches, (a), (b), (c) of chapter 15: the public name of :data:`MODES`."""
+
+STREAMING_LABELS: dict[str, str] = {
+    "full": "full context (no eviction)",
+    "window": "(a) window only",
+    "sinks_cache_positions": "(b) sinks + window, cache positions",
+    "sinks_original_positions": "(c) sinks + window, original positions",
+}
+"""A label per cache, as chapter 15's tables print them; ``"full"`` is no eviction."""
+
+
+def _mode_config(mode: str, cache: int, sinks: int) -> StreamingConfig:
+    return StreamingConfig(cache, 0 if mode == "window" else sinks, mode)
+
+
+def streaming_forms_gap(model: nn.Module, tokens: Tensor, cache: int, *,
+                        sinks: int = 4) -> dict[str, float]:
+    """How far apart the two ways of computing each cache are: all at once and exact.
+
+    For each mode, :func:`streaming_logits` once for all queries (the mask) and once
+    token by token (:class:`StreamingCache`), with a cache of ``cache`` tokens that
+    keeps ``sinks`` sinks (none for ``"window"``).
+
+    Args:
+        model: as :func:`streaming`, in eval mode.
+        tokens: int64 ``[B, T]``.
+        cache: C, ≥ 2 (so that a sink fits).
+        sinks: sinks kept by the two sink modes, 1 … C − 1.
+
+    Returns:
+        ``{mode: max |Δ logit|}`` for every mode of :data:`STREAMING_MODES` (float).
+
+    Raises:
+        ValueError: as :class:`StreamingConfig` and :func:`streaming_logits`.
+    """
+    gaps = {}
+    for mode in STREAMING_MODES:
+        config = _mode_config(mode, cache, sinks)
+        whole, _ = streaming_logits(model, tokens, config)
+        stepwise, _ = streaming_logits(model, tokens, config, decode=True)
+        gaps[mode] = (whole - stepwise).abs().max().item()
+    return gaps
+
+
+@torch.no_grad()
+def compare_streaming(model: nn.Module, tokens: Tensor, cache: int, *, sinks: int = 4,
+                      ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """One text under every cache of the same size, and with its whole context.
+
+    Args:
+        model: the book's RoPE :class:`~posenc_lib.model.transformer.TransformerLM` or
+            a transformers Llama with plain RoPE (as :func:`streaming`), in eval mode.
+        tokens: int64 ``[T]``, T ≥ 2, one text.
+        cache: C, tokens each cache holds, ≥ 2.
+        sinks: sinks kept by the two sink modes, 1 … C − 1.
+
+    Returns:
+        ``(nll, sink_share)``: ``nll[m]`` float64 ``[T − 1]`` (nats per prediction, as
+        :func:`streaming_nll`) for ``"full"`` (one plain forward over the whole text:
+        no eviction) and each mode of :data:`STREAMING_MODES`; ``sink_share[m]``
+        float64 ``[layers, H]`` for each mode (as :func:`streaming_logits`).
+
+    Raises:
+        ValueError: for tokens that are not ``[T]`` with T ≥ 2, or as
+            :class:`StreamingConfig`.
+    """
+    if tokens.dim() != 1 or tokens.numel() < 2:
+        raise ValueError(f"tokens must be [T] with T >= 2, got {tuple(tokens.shape)}")
+    if _is_book_model(model):
+        logits = model(tokens[None])[0, :-1]
+        full = F.cross_entropy(logits.float(), tokens[1:], reduction="none")
+        nll = {"full": full.double().cpu()}
+    else:
+        from posenc_lib.pretrained.loading import token_nll
+
+        nll = {"full": token_nll(model, tokens)}
+    share = {}
+    for mode in STREAMING_MODES:
+        nll[mode], share[mode] = streaming_nll(model, tokens,
+                                               _mode_config(mode, cache, sinks))
+    return nll, share
+
+
+def streaming_table(block_nll: Mapping[str, Sequence[float] | Tensor], block: int,
+                    unit: str = "tokens"):
+    """The per-block losses of several caches as a table, one column per cache.
+
+    Args:
+        block_nll: ``{mode or "full": mean loss per block}`` (a list of floats, as
+            :func:`block_means` returns, or a 1-D tensor), every entry of the same
+            length; keys from :data:`STREAMING_LABELS`.
+        block: predictions per block (the rows are labelled ``"start–end"``).
+        unit: what a position counts (``"tokens"``, ``"bytes"``), for the index's name.
+
+    Returns:
+        A :class:`pandas.DataFrame` of float64, columns labelled by
+        :data:`STREAMING_LABELS`, index ``"positions (unit)"``.
+
+    Raises:
+        ValueError: for an unknown key, ``block`` < 1, or entries of different lengths.
+    """
+    import pandas as pd
+
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got block={block}")
+    unknown = set(block_nll) - set(STREAMING_LABELS)
+    if unknown:
+        raise ValueError(f"block_nll has unknown keys {sorted(unknown)}; known: "
+                         f"{list(STREAMING_LABELS)}")
+    columns = {STREAMING_LABELS[m]: torch.as_tensor(v, dtype=torch.float64).numpy()
+               for m, v in block_nll.items()}
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"every entry of block_nll needs the same length, got {lengths}")
+    blocks = lengths.pop() if lengths else 0
+    index = [f"{b * block}–{(b + 1) * block - 1}" for b in range(blocks)]
+    return pd.DataFrame(columns, index=index).rename_axis(f"positions ({unit})")
