@@ -5,7 +5,8 @@ book.
   README's build) and every page of ``_toc.yml`` is opened in headless Chromium at 1280
   px, served over HTTP as a website would be. Each page must show: math typeset by
   MathJax and no raw TeX left; every image loaded, with alt text, and not shrunk below
-  80 % of its size in CSS px (a figure stored at 2x declares it); nothing in the main column wider than the column (no output that
+  80 % of its size in CSS px (a figure stored at 2x declares it); nothing in the main column
+wider than the column (no output that
   scrolls or is clipped sideways); citations that link to a reference whose label reads
   like the citation; no console errors and no request that fails or leaves the site.
 * Every image in a page's text is a numbered figure ("Figure 3.1") with a caption, stored
@@ -36,7 +37,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import zipfile
 from pathlib import Path

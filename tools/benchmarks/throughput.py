@@ -6,7 +6,8 @@ an AdamW step on a batch of 32 × L_train = 128 random byte windows, forward and
 backward; one evaluation call is a forward pass without gradients over 8 × L = 2048
 (16 384 tokens, the batch :func:`posenc_lib.training.evaluate.evaluate_perplexity` uses at that
 length), and one more over as many tokens at L = L_train = 128 (128 × 128), so that
-the cost past L_train can be told from the cost at L_train. The learned table gets 2048 rows so that it can be evaluated at L = 2048 too.
+the cost past L_train can be told from the cost at L_train. The learned table gets 2048 rows so
+that it can be evaluated at L = 2048 too.
 Schemes run interleaved, so a slow spell of the machine hits them all. For ALiBi and T5
 the evaluation also runs with the library's query blocks turned off (``"alibi, one SDPA
 call"``).
