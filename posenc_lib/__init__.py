@@ -88,6 +88,7 @@ from posenc_lib.encodings import (
     T5RelativePositionBias,
 )
 from posenc_lib.encodings.rope import rope_complex, rope_rotate_half_naive
+from posenc_lib.encodings.t5_bias import t5_bucket_pair_counts, t5_bucket_starts
 from posenc_lib.encodings.rope_decay import (
     decay_by_parts_checks,
     decay_curves,
@@ -163,6 +164,7 @@ from posenc_lib.analysis.attention_maps import (
     rope_pair_dims,
     rope_score_by_pair,
 )
+from posenc_lib.analysis.equivariance import averaging_attention, permutation_gap
 from posenc_lib.analysis.interventions import (
     clamped_rope_distances,
     long_window_conditions,
@@ -186,6 +188,7 @@ from posenc_lib.analysis.learned_table import (
 )
 from posenc_lib.analysis.ngram import ngram_cross_entropy
 from posenc_lib.analysis.probes import hidden_states, quartiles_by_range, RidgeProbe
+from posenc_lib.analysis.t5_buckets import removed_t5_bucket, t5_bucket_weight
 from posenc_lib.tasks.recall import (
     make_recall_window,
     passkey_recall_config,
@@ -276,6 +279,7 @@ from posenc_book.plotting import (
     log_axes,
     log_bins,
     mark_train_length,
+    mark_vertical,
     plain_log_ticks,
     plot_condition_bars,
     plot_perplexity_vs_length,
@@ -310,10 +314,12 @@ __all__ = [
     "MARKED_TEMPLATE",
     "ModelConfig",
     "PasskeyTemplate",
+    "permutation_gap",
     "PosencRopeAttention",
     "PROTOCOLS",
     "RecallConfig",
     "RecallTemplate",
+    "removed_t5_bucket",
     "RidgeProbe",
     "ROPE_TYPES",
     "RotaryEmbedding",
@@ -324,6 +330,9 @@ __all__ = [
     "SelfAttention",
     "SMOLLM2",
     "StreamingConfig",
+    "t5_bucket_pair_counts",
+    "t5_bucket_starts",
+    "t5_bucket_weight",
     "T5RelativePositionBias",
     "TrainConfig",
     "TrainedRowDistance",
@@ -351,6 +360,7 @@ __all__ = [
     "attention_input",
     "attention_mass_beyond",
     "attention_probabilities",
+    "averaging_attention",
     "benchmark_rows",
     "binned_means",
     "block_means",
@@ -401,6 +411,7 @@ __all__ = [
     "make_passkey",
     "make_recall_window",
     "mark_train_length",
+    "mark_vertical",
     "mean_and_half_range",
     "mean_attention_distance",
     "mean_by_offset",
