@@ -307,3 +307,20 @@ def test_log_bins_and_binned_means() -> None:
         binned_means(curve, [0, 5, 5])
     with pytest.raises(ValueError, match="stop"):
         log_bins(1, 10)
+
+
+def test_mark_vertical_writes_its_text_beside_the_line() -> None:
+    from posenc_book.plotting import mark_vertical
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 100], [0, 1])
+    mark_vertical(ax, 10, "right of it")
+    mark_vertical(ax, 50, "left of it", side="left", color="gray", linestyle=":")
+    assert [line.get_xdata()[0] for line in ax.lines[1:]] == [10, 50]
+    assert ax.lines[2].get_linestyle() == ":" and ax.lines[2].get_color() == "gray"
+    right, left = ax.texts
+    assert right.get_text() == "right of it" and right.get_ha() == "left"
+    assert left.get_ha() == "right" and left.xyann == (-4, 0)
+    assert ax.get_legend_handles_labels() == ([], [])  # not in the legend
+    with pytest.raises(ValueError, match="side"):
+        mark_vertical(ax, 1, "x", side="top")
