@@ -164,6 +164,7 @@ from posenc_lib.analysis.attention_maps import (
     rope_pair_dims,
     rope_score_by_pair,
 )
+from posenc_lib.analysis.embeddings import token_vector_norm
 from posenc_lib.analysis.equivariance import averaging_attention, permutation_gap
 from posenc_lib.analysis.interventions import (
     clamped_rope_distances,
@@ -298,6 +299,7 @@ from posenc_book.stored import (
     seed_gaps,
     seed_mean,
     stored_results_dir,
+    token_start_label,
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 
@@ -503,6 +505,8 @@ __all__ = [
     "summary_table",
     "swap_cost",
     "t5_relative_position_bucket",
+    "token_start_label",
+    "token_vector_norm",
     "tokens_to_text",
     "train",
     "train_cached",
