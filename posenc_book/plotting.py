@@ -703,3 +703,24 @@ def plot_time_by_length(medians, low, high,
     fig.tight_layout()
     legend_below(fig, ncol=1)
     return fig
+
+def mark_vertical(ax: Axes, x: float, text: str, *, side: str = "right", color: str = "black",
+                  linestyle: str = "--", linewidth: float = 1) -> None:
+    """Draw a vertical line at ``x`` with ``text`` written beside its top (not in the legend).
+
+    Args:
+        ax: the axes.
+        x: where, in data coordinates.
+        text: the label, placed at 95 % of the axes' height, 4 points from the line.
+        side: ``"right"`` (default) or ``"left"``: which side of the line the text is on.
+        color, linestyle, linewidth: the line's style (default: black, dashed, 1 point).
+
+    Raises:
+        ValueError: for a ``side`` other than ``"left"`` or ``"right"``.
+    """
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got side={side!r}")
+    ax.axvline(x, color=color, linestyle=linestyle, linewidth=linewidth)
+    ax.annotate(text, (x, 0.95), xycoords=("data", "axes fraction"),
+                xytext=(4 if side == "right" else -4, 0), textcoords="offset points",
+                ha="left" if side == "right" else "right", va="top")

@@ -201,3 +201,18 @@ def mean_and_half_range(values: Iterable[float]) -> tuple[float, float]:
     if not values:
         raise ValueError("mean_and_half_range needs at least one value")
     return statistics.mean(values), (max(values) - min(values)) / 2
+
+
+def token_start_label(run: dict) -> str:
+    """The token embedding's start of a stored run, read from the run's own configuration.
+
+    ``"std 1"`` for ``token_init_std`` 1.0, ``"std 0.02, ×√64"`` when the token vectors are
+    also multiplied by √d_model (``scale_token_embedding``, Vaswani et al.'s start).
+
+    Raises:
+        KeyError: if the run's ``train_config["model"]`` lacks ``token_init_std``,
+            ``scale_token_embedding`` or ``d_model``.
+    """
+    model = run["train_config"]["model"]
+    label = f"std {model['token_init_std']:g}"
+    return label + (f", ×√{model['d_model']}" if model["scale_token_embedding"] else "")

@@ -88,6 +88,7 @@ from posenc_lib.encodings import (
     T5RelativePositionBias,
 )
 from posenc_lib.encodings.rope import rope_complex, rope_rotate_half_naive
+from posenc_lib.encodings.t5_bias import t5_bucket_pair_counts, t5_bucket_starts
 from posenc_lib.encodings.rope_decay import (
     decay_by_parts_checks,
     decay_curves,
@@ -164,6 +165,8 @@ from posenc_lib.analysis.attention_maps import (
     rope_pair_dims,
     rope_score_by_pair,
 )
+from posenc_lib.analysis.embeddings import token_vector_norm
+from posenc_lib.analysis.equivariance import averaging_attention, permutation_gap
 from posenc_lib.analysis.interventions import (
     clamped_rope_distances,
     long_window_conditions,
@@ -189,6 +192,7 @@ from posenc_lib.analysis.learned_table import (
 )
 from posenc_lib.analysis.ngram import ngram_cross_entropy
 from posenc_lib.analysis.probes import hidden_states, quartiles_by_range, RidgeProbe
+from posenc_lib.analysis.t5_buckets import removed_t5_bucket, t5_bucket_weight
 from posenc_lib.tasks.recall import (
     make_recall_window,
     passkey_recall_config,
@@ -293,6 +297,7 @@ from posenc_book.plotting import (
     log_axes,
     log_bins,
     mark_train_length,
+    mark_vertical,
     plain_log_ticks,
     plot_angle_errors,
     plot_condition_bars,
@@ -314,6 +319,7 @@ from posenc_book.stored import (
     seed_gaps,
     seed_mean,
     stored_results_dir,
+    token_start_label,
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 
@@ -373,6 +379,7 @@ __all__ = [
     "attention_input",
     "attention_mass_beyond",
     "attention_probabilities",
+    "averaging_attention",
     "benchmark_rows",
     "binned_means",
     "block_means",
@@ -427,6 +434,7 @@ __all__ = [
     "make_passkey",
     "make_recall_window",
     "mark_train_length",
+    "mark_vertical",
     "mean_and_half_range",
     "mean_attention_distance",
     "mean_by_offset",
@@ -452,6 +460,7 @@ __all__ = [
     "per_byte",
     "per_position_nll",
     "per_run",
+    "permutation_gap",
     "pick_device",
     "plain_log_ticks",
     "plan_sweep",
@@ -479,6 +488,7 @@ __all__ = [
     "recall_loss",
     "recall_training_batch",
     "recomputed_logits",
+    "removed_t5_bucket",
     "rerotate_keys",
     "rerotation_error",
     "results_frame",
@@ -528,10 +538,15 @@ __all__ = [
     "streaming_table",
     "summary_table",
     "swap_cost",
+    "t5_bucket_pair_counts",
+    "t5_bucket_starts",
+    "t5_bucket_weight",
     "t5_relative_position_bucket",
     "text_tokens",
     "tiny_llama",
     "token_nll",
+    "token_start_label",
+    "token_vector_norm",
     "tokens_to_text",
     "train",
     "train_cached",

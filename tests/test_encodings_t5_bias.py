@@ -133,3 +133,35 @@ def test_errors() -> None:
         T5RelativePositionBias(0)
     with pytest.raises(ValueError, match="q_len"):
         T5RelativePositionBias(2)(5, 3)
+
+
+def test_bucket_starts_are_the_first_distance_of_each_bucket() -> None:
+    from posenc_lib import t5_bucket_starts
+
+    starts = t5_bucket_starts()
+    assert starts.dtype == torch.int64 and starts.shape == (32,)
+    buckets = t5_relative_position_bucket(-torch.arange(0, 1000))
+    for b in range(32):  # the smallest r with bucket(r) = b
+        assert int(starts[b]) == int(torch.nonzero(buckets == b)[0])
+    assert int(starts[-1]) == 113  # 16 · 8^(15/16) ≈ 112.4
+    # few distances, many buckets: an empty bucket starts where the next one does
+    many = t5_bucket_starts(num_buckets=64, max_distance=40)
+    assert (many.diff() >= 0).all() and (many.diff() == 0).any()
+    with pytest.raises(ValueError, match="max_distance"):
+        t5_bucket_starts(max_distance=10)
+
+
+def test_bucket_pair_counts_count_every_causal_pair_once() -> None:
+    from posenc_lib import t5_bucket_pair_counts
+
+    for length in (1, 7, 128, 300):
+        t = torch.arange(length)
+        offsets = t[None, :] - t[:, None]  # (T, S): s − t
+        expected = torch.bincount(t5_relative_position_bucket(offsets[offsets <= 0]), minlength=32)
+        counts = t5_bucket_pair_counts(length)
+        assert torch.equal(counts, expected) and counts.dtype == torch.int64
+        assert int(counts.sum()) == length * (length + 1) // 2
+    assert int(t5_bucket_pair_counts(128)[31]) == 120  # r = 113 … 127: 15 + 14 + … + 1
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="length"):
+            t5_bucket_pair_counts(bad)

@@ -344,3 +344,19 @@ def test_time_by_length_draws_each_variant_on_log2_axes() -> None:
     plt.close(fig)
     with pytest.raises(KeyError):
         plot_time_by_length(medians, medians, medians, {"T5": ("t5", "-", "s")})
+
+def test_mark_vertical_writes_its_text_beside_the_line() -> None:
+    from posenc_book.plotting import mark_vertical
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 100], [0, 1])
+    mark_vertical(ax, 10, "right of it")
+    mark_vertical(ax, 50, "left of it", side="left", color="gray", linestyle=":")
+    assert [line.get_xdata()[0] for line in ax.lines[1:]] == [10, 50]
+    assert ax.lines[2].get_linestyle() == ":" and ax.lines[2].get_color() == "gray"
+    right, left = ax.texts
+    assert right.get_text() == "right of it" and right.get_ha() == "left"
+    assert left.get_ha() == "right" and left.xyann == (-4, 0)
+    assert ax.get_legend_handles_labels() == ([], [])  # not in the legend
+    with pytest.raises(ValueError, match="side"):
+        mark_vertical(ax, 1, "x", side="top")

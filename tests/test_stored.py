@@ -131,3 +131,17 @@ def test_mean_and_half_range() -> None:
     assert mean_and_half_range(iter([2.0])) == (2.0, 0.0)
     with pytest.raises(ValueError, match="at least one"):
         mean_and_half_range([])
+
+
+def test_token_start_label_reads_the_run_configuration() -> None:
+    from posenc_book.stored import token_start_label
+
+    def run(std: float, scaled: bool) -> dict:
+        return {"train_config": {"model": {"token_init_std": std, "scale_token_embedding": scaled,
+                                           "d_model": 64}}}
+
+    assert token_start_label(run(1.0, False)) == "std 1"
+    assert token_start_label(run(0.02, False)) == "std 0.02"
+    assert token_start_label(run(0.125, True)) == "std 0.125, ×√64"
+    with pytest.raises(KeyError):
+        token_start_label({"train_config": {"model": {}}})

@@ -228,3 +228,54 @@ class T5RelativePositionBias(nn.Module):
             max_distance=self.max_distance,
         )
         return self.bias(buckets).permute(0, 3, 1, 2)  # (B, T, S, H) -> (B, H, T, S)
+
+
+def t5_bucket_starts(num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """The smallest causal distance r = t − s ≥ 0 in each of T5's buckets.
+
+    Bucket b holds the distances ``starts[b]`` … ``starts[b + 1] − 1``; the last bucket
+    holds every r ≥ ``starts[-1]`` (unbounded). The bucket of r never decreases as r
+    grows, so the starts are non-decreasing; a bucket that no distance reaches (possible
+    with many buckets and a small ``max_distance``) gets the start of the next one, so it
+    holds no distance.
+
+    Args:
+        num_buckets: N_b, as in :func:`t5_relative_position_bucket` (causal).
+        max_distance: r_max, as there.
+
+    Returns:
+        int64 ``[num_buckets]``, on the CPU.
+
+    Raises:
+        ValueError: for settings :func:`t5_relative_position_bucket` rejects.
+    """
+    _check_buckets(num_buckets, max_distance, False)
+    distances = torch.arange(max_distance + 1)  # the last bucket starts by r_max
+    buckets = t5_relative_position_bucket(-distances, num_buckets=num_buckets, max_distance=max_distance)
+    return torch.searchsorted(buckets, torch.arange(num_buckets))
+
+
+def t5_bucket_pair_counts(length: int, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """How many (query, key) pairs of one causal window fall in each of T5's buckets.
+
+    A window of ``length`` tokens has ``length − r`` pairs at distance r = t − s
+    (0 ≤ r < length), ``length · (length + 1) / 2`` in all; each distance's pairs are
+    counted in its causal bucket.
+
+    Args:
+        length: the window length T ≥ 1 (tokens).
+        num_buckets: N_b, as in :func:`t5_relative_position_bucket` (causal).
+        max_distance: r_max, as there.
+
+    Returns:
+        int64 ``[num_buckets]``, on the CPU; it sums to ``length · (length + 1) / 2``.
+
+    Raises:
+        ValueError: for ``length`` < 1, or settings :func:`t5_relative_position_bucket`
+            rejects.
+    """
+    if not isinstance(length, int) or length < 1:
+        raise ValueError(f"length must be an integer >= 1, got length={length!r}")
+    distances = torch.arange(length)
+    buckets = t5_relative_position_bucket(-distances, num_buckets=num_buckets, max_distance=max_distance)
+    return torch.zeros(num_buckets, dtype=torch.int64).index_add_(0, buckets, length - distances)

@@ -1,0 +1,84 @@
+"""Does a layer's output follow a reordering of its input? Permutation equivariance.
+
+Self-attention without positions is permutation-equivariant: ``Attn(PX) = P Attn(X)``
+for every reordering P of the rows of X. :func:`permutation_gap` measures how far a
+function is from that, so a chapter can show the identity holds (to float rounding) and
+where it breaks (a causal mask, position encodings). :func:`averaging_attention` is the
+simplest layer through which a causal mask alone leaks position: a running mean.
+
+Shapes: B batch, T sequence, C channels (any trailing axes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from posenc_lib.model.attention import SelfAttention
+
+
+def permutation_gap(f: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor, *,
+                    positions: Tensor | None = None, at: int | None = None) -> float:
+    """Largest ``|f(x)[:, perm] − f(x[:, perm])|``: zero when ``f`` commutes with ``perm``.
+
+    Args:
+        f: a function (a layer, a stack of layers) of ``[B, T, …]`` returning
+            ``[B, T, …]``; it is called twice, without gradients.
+        x: the input ``[B, T, …]`` (e.g. embedded tokens, float; or token ids, integer).
+        perm: the reordering of the T positions, integer ``[T]``.
+        positions: optional ``[T, …]`` added to the input *after* reordering, so the
+            tokens move and the positions stay: ``f(x + positions)[:, perm]`` is compared
+            with ``f(x[:, perm] + positions)``.
+        at: compare only this output position (of the reordered sequence), e.g. ``-1``
+            for the last query; None (default): every position.
+
+    Returns:
+        The maximum absolute difference, a Python float (0.0 when equal).
+
+    Raises:
+        ValueError: if ``perm`` is not a 1-D permutation of 0 … T−1 for ``x``'s axis 1.
+    """
+    if x.dim() < 2:
+        raise ValueError(f"x must be [B, T, ...], got shape {tuple(x.shape)}")
+    if perm.dim() != 1 or not torch.equal(perm.sort().values.cpu(), torch.arange(x.shape[1])):
+        raise ValueError(f"perm must be a permutation of 0 … {x.shape[1] - 1}, got {perm.tolist()}")
+    with torch.no_grad():
+        if positions is None:
+            out, out_of_permuted = f(x)[:, perm], f(x[:, perm])
+        else:
+            out, out_of_permuted = f(x + positions)[:, perm], f(x[:, perm] + positions)
+    if at is not None:
+        out, out_of_permuted = out[:, at], out_of_permuted[:, at]
+    return (out - out_of_permuted).abs().max().item()
+
+
+def averaging_attention(d_model: int) -> SelfAttention:
+    """A one-head causal self-attention layer whose output at t is the mean of v_0 … v_t.
+
+    It is :class:`~posenc_lib.model.attention.SelfAttention` ``(d_model, 1, causal=True)``
+    with its random initialisation (so it draws from torch's global random stream as that
+    does), then W_q = 0 and every bias 0, so all scores are equal and softmax spreads the
+    weight uniformly over the keys the causal mask keeps; the output projection is the
+    identity, so the output is the mean of the values ``v_s = W_v x_s``. It shows what a
+    causal mask alone tells a layer about position: a token's share 1 / (t + 1).
+
+    Args:
+        d_model: the width C ≥ 1.
+
+    Returns:
+        The layer, in eval mode, on the CPU; ``forward(x [B, T, C]) -> [B, T, C]``.
+
+    Raises:
+        ValueError: for ``d_model`` < 1.
+    """
+    if not isinstance(d_model, int) or d_model < 1:
+        raise ValueError(f"d_model must be an integer >= 1, got d_model={d_model!r}")
+    layer = SelfAttention(d_model, 1, causal=True).eval()
+    with torch.no_grad():
+        layer.qkv.weight[:d_model].zero_()  # W_q = 0: all scores equal
+        layer.qkv.bias.zero_()
+        layer.out.weight.copy_(torch.eye(d_model))  # read the values out unchanged
+        layer.out.bias.zero_()
+    return layer

@@ -1,0 +1,59 @@
+"""analysis.equivariance: permutation_gap, Attn(PX) against P Attn(X)."""
+
+import pytest
+import torch
+
+from posenc_lib import SelfAttention, permutation_gap, sinusoidal_encoding
+
+
+def test_attention_without_positions_commutes_with_a_reordering() -> None:
+    torch.manual_seed(0)
+    layer = SelfAttention(16, 2, causal=False).eval()
+    x = torch.randn(1, 9, 16)
+    perm = torch.randperm(9)
+    assert permutation_gap(layer, x, perm) < 1e-5
+    assert permutation_gap(layer, x, torch.arange(9)) == 0.0  # the identity: no change
+    # a causal mask, or positions added after the reordering, break it
+    causal = SelfAttention(16, 2, causal=True).eval()
+    causal.load_state_dict(layer.state_dict())
+    assert permutation_gap(causal, x, perm) > 1e-2
+    assert permutation_gap(layer, x, perm, positions=sinusoidal_encoding(9, 16)) > 1e-2
+
+
+def test_at_compares_one_position_only() -> None:
+    torch.manual_seed(0)
+    causal = SelfAttention(16, 2, causal=True).eval()
+    x = torch.randn(1, 9, 16)
+    prefix = torch.cat([torch.randperm(8), torch.tensor([8])])  # the last one stays
+    assert permutation_gap(causal, x, prefix, at=-1) < 1e-5  # the last query sees a set
+    assert permutation_gap(causal, x, prefix) > 1e-2  # earlier queries do not
+    with torch.no_grad():
+        expected = (causal(x)[:, -1] - causal(x[:, prefix])[:, -1]).abs().max().item()
+    assert permutation_gap(causal, x, prefix, at=-1) == expected
+
+
+def test_token_ids_and_bad_permutations() -> None:
+    embed = torch.nn.Embedding(10, 4)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    assert permutation_gap(embed, ids, torch.tensor([3, 2, 1, 0])) == 0.0
+    for bad in (torch.tensor([0, 1, 1, 2]), torch.tensor([0, 1, 2]), torch.tensor([[0, 1, 2, 3]])):
+        with pytest.raises(ValueError, match="perm"):
+            permutation_gap(embed, ids, bad)
+    with pytest.raises(ValueError, match="x must be"):
+        permutation_gap(embed, torch.tensor([1, 2]), torch.tensor([1, 0]))
+
+
+def test_averaging_attention_outputs_the_running_mean_of_the_values() -> None:
+    from posenc_lib import averaging_attention
+
+    torch.manual_seed(0)
+    layer = averaging_attention(8)
+    x = torch.randn(2, 5, 8)
+    values = x @ layer.qkv.weight[16:].T  # v_s = W_v x_s
+    running_mean = values.cumsum(dim=1) / torch.arange(1, 6)[None, :, None]
+    with torch.no_grad():
+        assert torch.allclose(layer(x), running_mean, atol=1e-6)
+    assert not layer.training
+    for bad in (0, 2.0):
+        with pytest.raises(ValueError, match="d_model"):
+            averaging_attention(bad)
