@@ -85,7 +85,13 @@ from posenc_lib.encodings import (
     t5_relative_position_bucket,
     T5RelativePositionBias,
 )
-from posenc_lib.encodings.rope_scaling import dynamic_ntk_base, normalize_rope_parameters
+from posenc_lib.encodings.rope_scaling import (
+    dynamic_ntk_base,
+    method_scaling,
+    normalize_rope_parameters,
+    stretch_scaling,
+    STRETCH_METHODS,
+)
 from posenc_lib.encodings.logit_scaling import (
     normalize_logit_scaling,
     query_scale,
@@ -128,6 +134,7 @@ from posenc_lib.training.scales import get_scale, Scale, SCALES
 from posenc_lib.training.train import (
     fine_tune,
     FineTuneConfig,
+    stretched_fine_tune,
     train,
     TrainConfig,
     TrainRecord,
@@ -184,7 +191,7 @@ from posenc_lib.pretrained.kv_cache import (
     recomputed_logits,
     rerotate_keys,
 )
-from posenc_lib.pretrained.long_context import load_long_context_results, method_scaling
+from posenc_lib.pretrained.long_context import load_long_context_results
 from posenc_lib.pretrained.passkey import passkey_table, with_identical_rows
 from posenc_lib.pretrained.streaming import (
     block_means,
@@ -239,6 +246,7 @@ __all__ = [
     "SelfAttention",
     "SMOLLM2",
     "StreamingConfig",
+    "STRETCH_METHODS",
     "T5RelativePositionBias",
     "TrainConfig",
     "TrainedRowDistance",
@@ -340,6 +348,8 @@ __all__ = [
     "stored_results_dir",
     "streaming_logits",
     "streaming_nll",
+    "stretch_scaling",
+    "stretched_fine_tune",
     "summary_table",
     "swap_cost",
     "t5_relative_position_bucket",

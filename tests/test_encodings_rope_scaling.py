@@ -25,7 +25,9 @@ from posenc_lib import (
 from posenc_lib.encodings.rope import rotate_pairs
 from posenc_lib.encodings.rope_scaling import (
     dynamic_ntk_base,
+    method_scaling,
     normalize_rope_scaling,
+    stretch_scaling,
     yarn_correction_pair,
 )
 
@@ -337,3 +339,29 @@ def test_nested_per_layer_type_parameters() -> None:
     with pytest.raises(ValueError, match="mixes per-layer-type dictionaries"):
         normalize_rope_parameters({"rope_type": "default",
                                    "full_attention": {"rope_type": "default"}})
+
+
+def test_method_scaling() -> None:
+    assert method_scaling("none", 2.0, 8192) is None
+    assert method_scaling("linear", 2.0, 8192) == {"rope_type": "linear", "factor": 2.0}
+    yarn = method_scaling("yarn", 4.0, 8192)
+    assert yarn["original_max_position_embeddings"] == 8192 and yarn["beta_fast"] == 32
+    assert method_scaling("llama3", 2.0, 8192)["high_freq_factor"] == 4.0
+    with pytest.raises(ValueError, match="method"):
+        method_scaling("ntk", 2.0, 8192)
+    with pytest.raises(ValueError, match="factor"):
+        method_scaling("linear", 0.5, 8192)
+
+
+def test_stretch_scaling_sets_kappa_and_dynamic_factor_one() -> None:
+    for method in ("linear", "yarn", "llama3"):
+        assert stretch_scaling(method, 4, 128) == method_scaling(method, 4.0, 128)
+    assert stretch_scaling("dynamic", 4, 128) == method_scaling("dynamic", 1.0, 128)
+    assert stretch_scaling("none", 4, 128) is None
+    # dynamic NTK at factor 1: unchanged at L0, NTK-aware with κ = L / L0 past it
+    inside, _ = rope_scaled_frequencies(16, 1e4, stretch_scaling("dynamic", 4, 128), seq_len=128)
+    assert torch.equal(inside, rope_scaled_frequencies(16, 1e4, None)[0])
+    with pytest.raises(ValueError, match="kappa"):
+        stretch_scaling("yarn", 0.5, 128)
+    with pytest.raises(ValueError, match="method"):
+        stretch_scaling("ntk", 2.0, 128)

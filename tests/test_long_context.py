@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import posenc_lib.pretrained.long_context as lc
-from posenc_lib.pretrained.long_context import METHODS, LongContextRun, method_scaling, plan
+from posenc_lib.pretrained.long_context import METHODS, LongContextRun, plan
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (test-only, pinned) is not installed"
@@ -44,18 +44,6 @@ def fake_model(monkeypatch) -> dict:
 
     monkeypatch.setattr(lc, "load_pretrained", load)
     return calls
-
-
-def test_method_scaling() -> None:
-    assert method_scaling("none", 2.0, 8192) is None
-    assert method_scaling("linear", 2.0, 8192) == {"rope_type": "linear", "factor": 2.0}
-    yarn = method_scaling("yarn", 4.0, 8192)
-    assert yarn["original_max_position_embeddings"] == 8192 and yarn["beta_fast"] == 32
-    assert method_scaling("llama3", 2.0, 8192)["high_freq_factor"] == 4.0
-    with pytest.raises(ValueError, match="method"):
-        method_scaling("ntk", 2.0, 8192)
-    with pytest.raises(ValueError, match="factor"):
-        method_scaling("linear", 0.5, 8192)
 
 
 def test_plan_defaults_the_factor_to_length_over_trained_context() -> None:

@@ -444,3 +444,80 @@ def _llama3(theta: Tensor, params: Mapping) -> Tensor:
     blended = (1 - smooth) * theta / factor + smooth * theta
     kept_or_blended = torch.where(short_band, theta, blended)
     return torch.where(long_band, theta / factor, kept_or_blended)
+
+
+# ------------------------------------------------------------- the book's methods
+
+STRETCH_METHODS: tuple[str, ...] = ("none", "linear", "dynamic", "yarn", "llama3")
+"""The context-extension methods the book compares, in its order (``none``: plain RoPE)."""
+
+
+def method_scaling(method: str, factor: float, original_length: int) -> dict | None:
+    """The ``rope_scaling`` dictionary of a method with Hugging Face's ``factor``.
+
+    ``factor`` is the stretch κ for ``linear``, ``yarn`` and ``llama3``; for ``dynamic``
+    it is Hugging Face's coefficient of the running stretch, factor · L / L0 −
+    (factor − 1) at length L > L0 (see :func:`dynamic_ntk_base`). To set a method for a
+    stretch κ, use :func:`stretch_scaling`.
+
+    ``llama3`` uses Llama 3.1's bands (low_freq_factor 1, high_freq_factor 4); ``yarn``
+    the paper's β = 32, α = 1 (Peng et al. 2023); ``dynamic`` acts past L0 only.
+
+    Args:
+        method: one of :data:`STRETCH_METHODS`.
+        factor: ≥ 1 (see above).
+        original_length: L0, the trained context (positions).
+
+    Returns:
+        The normalised dictionary (:func:`normalize_rope_scaling`), or None for ``none``.
+
+    Raises:
+        ValueError: for an unknown method or a factor below 1.
+
+    Example:
+        >>> method_scaling("linear", 2, 128)
+        {'rope_type': 'linear', 'factor': 2.0}
+    """
+    if method not in STRETCH_METHODS:
+        raise ValueError(f"method must be one of {STRETCH_METHODS}, got method={method!r}")
+    if not factor >= 1:
+        raise ValueError(f"factor must be >= 1 (a stretch of the context), "
+                         f"got factor={factor}")
+    l0 = {_L0: original_length}
+    scaling = {
+        "none": None,
+        "linear": {"rope_type": "linear", "factor": factor},
+        "dynamic": {"rope_type": "dynamic", "factor": factor, **l0},
+        "yarn": {"rope_type": "yarn", "factor": factor, "beta_fast": 32,
+                 "beta_slow": 1, **l0},
+        "llama3": {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, **l0},
+    }[method]
+    return None if scaling is None else normalize_rope_scaling(scaling)
+
+
+def stretch_scaling(method: str, kappa: float, original_length: int) -> dict | None:
+    """A method set for a window of κ · L0: the book's rule (chapter 11).
+
+    PI, YaRN and Llama 3 take ``factor`` κ. Dynamic NTK takes ``factor`` 1 whatever κ:
+    its stretch is then L / L0 at length L, so κ at length κ · L0, and it leaves RoPE
+    unchanged inside the trained context (emozilla 2023; transformers' dynamic rule).
+
+    Args:
+        method: one of :data:`STRETCH_METHODS`.
+        kappa: the stretch κ ≥ 1 (e.g. ``max(1, L / L0)`` for evaluation at length L).
+        original_length: L0, the trained context (positions).
+
+    Returns:
+        :func:`method_scaling`'s dictionary, or None for ``none``.
+
+    Raises:
+        ValueError: for an unknown method or κ below 1.
+
+    Example:
+        >>> stretch_scaling("dynamic", 4, 128)["factor"]
+        1.0
+    """
+    if not kappa >= 1:
+        raise ValueError(f"kappa must be >= 1 (a stretch of the context), got kappa={kappa}")
+    return method_scaling(method, 1.0 if method == "dynamic" else float(kappa), original_length)

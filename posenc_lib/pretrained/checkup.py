@@ -411,7 +411,7 @@ def extension_effect(model: nn.Module, tokens: Tensor, context_length: int,
                      methods: Sequence[str] = ("none", "linear", "yarn")) -> dict:
     """Mean loss (nats per token) past ``context_length`` under each method.
 
-    Each method (:func:`~posenc_lib.pretrained.long_context.method_scaling` at κ = T / L_train) is
+    Each method (:func:`~posenc_lib.encodings.rope_scaling.method_scaling` with factor T / L_train) is
     swapped in with :func:`~posenc_lib.pretrained.loading.use_posenc_rope`, the text scored in
     one pass, and the losses of the predictions at positions ≥ L_train averaged; the
     model's own RoPE comes back at the end.
@@ -420,12 +420,12 @@ def extension_effect(model: nn.Module, tokens: Tensor, context_length: int,
         model: a Llama-style model with plain RoPE.
         tokens: int64 ``[T]``, T > context_length.
         context_length: L_train.
-        methods: names from :data:`~posenc_lib.pretrained.long_context.METHODS`.
+        methods: names from :data:`~posenc_lib.encodings.rope_scaling.STRETCH_METHODS`.
 
     Returns:
         ``{method: mean nll past L_train}``.
     """
-    from posenc_lib.pretrained.long_context import method_scaling
+    from posenc_lib.encodings.rope_scaling import method_scaling
     from posenc_lib.pretrained.loading import token_nll, use_own_rope, use_posenc_rope
 
     if tokens.dim() != 1 or tokens.numel() <= context_length:

@@ -46,7 +46,7 @@ from tqdm import tqdm  # the type of a bar
 
 from posenc_lib.training.data import read_austen_book
 from posenc_lib.training.device import pick_device
-from posenc_lib.encodings.rope_scaling import normalize_rope_scaling
+from posenc_lib.encodings.rope_scaling import STRETCH_METHODS, method_scaling
 from posenc_lib.tasks.sweep import _peak_memory, provenance, write_json_atomic
 from posenc_lib.pretrained.loading import (
     SMOLLM2,
@@ -58,8 +58,8 @@ from posenc_lib.pretrained.loading import (
 )
 from posenc_lib.training.progress import progress_bar
 
-METHODS: tuple[str, ...] = ("none", "linear", "dynamic", "yarn", "llama3")
-"""The methods, in the book's order (``none`` is plain RoPE)."""
+METHODS: tuple[str, ...] = STRETCH_METHODS
+"""The methods, in the book's order (``none`` is plain RoPE); defined in rope_scaling."""
 
 RESULT_FORMAT = 1
 """Version of the result-file layout."""
@@ -69,36 +69,6 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def method_scaling(method: str, factor: float, original_length: int) -> dict | None:
-    """The ``rope_scaling`` dictionary of a method at ``factor``, for training length L0.
-
-    ``factor`` is the stretch κ for ``linear``, ``yarn`` and ``llama3``; for ``dynamic`` it
-    is Hugging Face's coefficient of the running stretch (see the module's docstring).
-
-    ``llama3`` uses Llama 3.1's bands (low_freq_factor 1, high_freq_factor 4); ``yarn``
-    the paper's β = 32, α = 1 (Peng et al. 2023); ``dynamic`` acts past L0 only.
-
-    Raises:
-        ValueError: for an unknown method or κ < 1.
-    """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got method={method!r}")
-    if not factor >= 1:
-        raise ValueError(f"factor must be >= 1 (a stretch of the context), "
-                         f"got factor={factor}")
-    l0 = {"original_max_position_embeddings": original_length}
-    scaling = {
-        "none": None,
-        "linear": {"rope_type": "linear", "factor": factor},
-        "dynamic": {"rope_type": "dynamic", "factor": factor, **l0},
-        "yarn": {"rope_type": "yarn", "factor": factor, "beta_fast": 32,
-                 "beta_slow": 1, **l0},
-        "llama3": {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
-                   "high_freq_factor": 4.0, **l0},
-    }[method]
-    return None if scaling is None else normalize_rope_scaling(scaling)
 
 
 @dataclass(frozen=True)
