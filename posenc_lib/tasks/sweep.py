@@ -73,6 +73,7 @@ from posenc_lib.training.progress import progress_bar
 # reading stored results needs no torch: they live in posenc_book.stored (the book's build
 # imports them without torch) and are re-exported here, where they were first defined
 from posenc_book.stored import load_results, provenance_label, summarize  # noqa: F401
+from posenc_book.tables import mean_spread_table
 from posenc_lib.training.scales import Scale, get_scale
 from posenc_lib.training.train import TrainConfig, train
 
@@ -528,11 +529,8 @@ def summary_table(
     if value == "ratio":
         frame = frame[frame["multiple"] > 1]
         column, column_name = "multiple", "L / L_train"
-    stats = frame.groupby(["scheme", column], sort=False)[value].agg(["mean", "std"])
-    stats["std"] = stats["std"].fillna(0.0)  # one seed: no spread to show
-    cells = [f"{mean:.{digits}f} ± {std:.{digits}f}" for mean, std in stats.to_numpy()]
-    table = pd.Series(cells, index=stats.index).unstack(column)
-    table = table.reindex(columns=sorted(frame[column].unique())).fillna("—")
+    table = mean_spread_table(frame, "scheme", column, value,
+                              number=f"{{:.{digits}f}}".format)
     if value == "ratio":
         table.columns = [int(k) if float(k).is_integer() else k for k in table.columns]
     table.index = [scheme_label(s) for s in table.index]
