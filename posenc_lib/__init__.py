@@ -219,7 +219,8 @@ from posenc_book.plotting import (
     plot_perplexity_vs_length,
     use_book_style,
 )
-from posenc_book.schemes import scheme_label, SCHEME_STYLE
+from posenc_book.schemes import METHOD_STYLE, method_label, scheme_label, SCHEME_STYLE
+from posenc_book.tables import mean_spread_table
 from posenc_book.stored import load_stored_results, provenance_label, stored_results_dir
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 
@@ -233,6 +234,7 @@ __all__ = [
     "FineTuneConfig",
     "LearnedPositionalEmbedding",
     "MARKED_TEMPLATE",
+    "METHOD_STYLE",
     "ModelConfig",
     "PasskeyTemplate",
     "PosencRopeAttention",
@@ -299,7 +301,9 @@ __all__ = [
     "logits_reproduced",
     "make_passkey",
     "mean_attention_distance",
+    "mean_spread_table",
     "memory_traffic",
+    "method_label",
     "method_scaling",
     "mrope_pair_axes",
     "neox_rotary_dim",
