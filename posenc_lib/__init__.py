@@ -221,7 +221,15 @@ from posenc_book.plotting import (
 )
 from posenc_book.schemes import METHOD_STYLE, method_label, scheme_label, SCHEME_STYLE
 from posenc_book.tables import mean_spread_table
-from posenc_book.stored import load_stored_results, provenance_label, stored_results_dir
+from posenc_book.stored import (
+    load_passkey_runs,
+    load_stored_results,
+    passkey_cells,
+    passkey_run_shares,
+    pooled_passkey_accuracy,
+    provenance_label,
+    stored_results_dir,
+)
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 
 __version__ = "0.1.0"
@@ -294,6 +302,7 @@ __all__ = [
     "legend_below",
     "load_corpus",
     "load_long_context_results",
+    "load_passkey_runs",
     "load_pretrained",
     "load_sotu",
     "load_stored_benchmark",
@@ -313,12 +322,15 @@ __all__ = [
     "normalize_rope_scaling",
     "p_rope_kept_pairs",
     "passkey_accuracy",
+    "passkey_cells",
+    "passkey_run_shares",
     "passkey_table",
     "per_position_nll",
     "pick_device",
     "plain_log_ticks",
     "plan_sweep",
     "plot_perplexity_vs_length",
+    "pooled_passkey_accuracy",
     "positions_from_mask",
     "probe_layout",
     "provenance_label",
