@@ -174,8 +174,11 @@ from posenc_lib.tasks.sweep import (
 )
 from posenc_lib.pretrained.loading import (
     load_pretrained,
+    model_file,
     PosencRopeAttention,
     SMOLLM2,
+    text_tokens,
+    token_nll,
     use_own_rope,
     use_posenc_rope,
 )
@@ -217,6 +220,7 @@ from posenc_book.plotting import (
     legend_below,
     plain_log_ticks,
     plot_perplexity_vs_length,
+    plot_share_maps,
     use_book_style,
 )
 from posenc_book.schemes import METHOD_STYLE, method_label, scheme_label, SCHEME_STYLE
@@ -314,6 +318,7 @@ __all__ = [
     "memory_traffic",
     "method_label",
     "method_scaling",
+    "model_file",
     "mrope_pair_axes",
     "neox_rotary_dim",
     "ngram_cross_entropy",
@@ -330,6 +335,7 @@ __all__ = [
     "plain_log_ticks",
     "plan_sweep",
     "plot_perplexity_vs_length",
+    "plot_share_maps",
     "pooled_passkey_accuracy",
     "positions_from_mask",
     "probe_layout",
@@ -369,6 +375,8 @@ __all__ = [
     "summary_table",
     "swap_cost",
     "t5_relative_position_bucket",
+    "text_tokens",
+    "token_nll",
     "tokens_to_text",
     "train",
     "train_cached",
