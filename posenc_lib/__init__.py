@@ -87,6 +87,7 @@ from posenc_lib.encodings import (
 )
 from posenc_lib.encodings.rope_scaling import (
     dynamic_ntk_base,
+    dynamic_stretch,
     method_scaling,
     normalize_rope_parameters,
     stretch_scaling,
@@ -194,7 +195,11 @@ from posenc_lib.pretrained.kv_cache import (
     recomputed_logits,
     rerotate_keys,
 )
-from posenc_lib.pretrained.long_context import load_long_context_results
+from posenc_lib.pretrained.long_context import (
+    load_long_context_results,
+    long_context_blocks,
+    run_stretch,
+)
 from posenc_lib.pretrained.passkey import passkey_table, with_identical_rows
 from posenc_lib.pretrained.streaming import (
     block_means,
@@ -295,6 +300,7 @@ __all__ = [
     "dimension_frequencies",
     "distance_to_trained_rows",
     "dynamic_ntk_base",
+    "dynamic_stretch",
     "evaluate_perplexity",
     "every_kth_layer",
     "fine_tune",
@@ -312,6 +318,7 @@ __all__ = [
     "load_stored_benchmark",
     "load_stored_results",
     "logits_reproduced",
+    "long_context_blocks",
     "make_passkey",
     "mean_attention_distance",
     "mean_spread_table",
@@ -357,6 +364,7 @@ __all__ = [
     "rope_score_by_pair",
     "rope_settings",
     "rotate_pairs",
+    "run_stretch",
     "run_sweep",
     "sample_batch",
     "scheme_label",

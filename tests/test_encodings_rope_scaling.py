@@ -365,3 +365,11 @@ def test_stretch_scaling_sets_kappa_and_dynamic_factor_one() -> None:
         stretch_scaling("yarn", 0.5, 128)
     with pytest.raises(ValueError, match="method"):
         stretch_scaling("ntk", 2.0, 128)
+
+
+def test_dynamic_stretch_is_one_inside_and_the_running_rule_past_l0() -> None:
+    from posenc_lib.encodings.rope_scaling import dynamic_stretch
+
+    assert dynamic_stretch(2.0, 8192, 8192) == 1.0
+    assert dynamic_stretch(2.0, 16384, 8192) == 3.0 and dynamic_stretch(1.0, 16384, 8192) == 2.0
+    assert dynamic_ntk_base(1e4, 16, 1.0, 512, 128) == 1e4 * 4.0 ** (16 / 14)

@@ -104,3 +104,16 @@ def test_command_line(tmp_path, fake_model, capsys) -> None:
     assert lc.main(["table", "--out", str(out)]) == 0
     stored = json.loads((out / "dynamic-150.json").read_text())
     assert stored["run"]["factor"] == 2.0 and stored["format"] == lc.RESULT_FORMAT
+
+
+def test_run_stretch_and_long_context_blocks() -> None:
+    from posenc_lib.pretrained.long_context import long_context_blocks, run_stretch
+
+    blocks = [{"first_position": 0, "last_position": 1, "nll": 1.0, "perplexity": 2.7},
+              {"first_position": 2, "last_position": 3, "nll": 2.0, "perplexity": 7.4}]
+    results = [{"run": {"method": m, "factor": f, "num_tokens": 16384, "book": "persuasion"},
+                "blocks": blocks} for m, f in (("none", 2.0), ("dynamic", 2.0), ("yarn", 2.0))]
+    assert [run_stretch(r) for r in results] == [1.0, 3.0, 2.0]
+    frame = long_context_blocks(results)
+    assert len(frame) == 6 and frame.kappa.tolist() == [1.0, 1.0, 3.0, 3.0, 2.0, 2.0]
+    assert frame.columns.tolist()[:5] == ["book", "method", "kappa", "factor", "block"]

@@ -286,8 +286,31 @@ def dynamic_ntk_base(base: float, head_dim: int, factor: float, seq_len: int,
     """
     if seq_len <= original_length:
         return base
-    stretch = factor * seq_len / original_length - (factor - 1)
-    return base * stretch ** (head_dim / (head_dim - 2))
+    return base * dynamic_stretch(factor, seq_len, original_length) ** (head_dim / (head_dim - 2))
+
+
+def dynamic_stretch(factor: float, seq_len: int, original_length: int) -> float:
+    """Dynamic NTK's stretch κ at length L: f·L/L0 − (f − 1) past L0, 1 within it.
+
+    transformers' dynamic rule (emozilla 2023), with f its ``factor``: inside the
+    trained context RoPE is unchanged; f = 1 stretches by exactly L/L0. This is the
+    stretch of the slowest pair's wavelength under :func:`dynamic_ntk_base`.
+
+    Args:
+        factor: f ≥ 1.
+        seq_len: L, the current length (positions).
+        original_length: L0, the trained context (positions).
+
+    Returns:
+        κ ≥ 1 (a float).
+
+    Example:
+        >>> dynamic_stretch(2.0, 16384, 8192)
+        3.0
+    """
+    if seq_len <= original_length:
+        return 1.0
+    return factor * seq_len / original_length - (factor - 1)
 
 
 def yarn_correction_pair(turns: float, head_dim: int, base: float,

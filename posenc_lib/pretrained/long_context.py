@@ -41,12 +41,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pandas as pd
 import torch
 from tqdm import tqdm  # the type of a bar
 
 from posenc_lib.training.data import read_austen_book
 from posenc_lib.training.device import pick_device
-from posenc_lib.encodings.rope_scaling import STRETCH_METHODS, method_scaling
+from posenc_lib.encodings.rope_scaling import STRETCH_METHODS, dynamic_stretch, method_scaling
 from posenc_lib.tasks.sweep import _peak_memory, provenance, write_json_atomic
 from posenc_lib.pretrained.loading import (
     SMOLLM2,
@@ -234,6 +235,43 @@ def load_long_context_results(out: Path | str) -> list[dict]:
         raise FileNotFoundError(f"no results directory {out}")
     results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     return sorted(results, key=lambda r: (METHODS.index(r["run"]["method"]), r["name"]))
+
+
+def run_stretch(result: dict) -> float:
+    """The stretch κ a stored run applied over its whole pass of N tokens.
+
+    ``none``: 1; ``linear``, ``yarn``, ``llama3``: the factor; ``dynamic``: transformers'
+    rule at L = N (:func:`~posenc_lib.encodings.rope_scaling.dynamic_stretch`).
+
+    Args:
+        result: one result (:func:`load_long_context_results`), with ``run``'s
+            ``method``, ``factor`` and ``num_tokens``.
+    """
+    run = result["run"]
+    if run["method"] == "none":
+        return 1.0
+    if run["method"] == "dynamic":
+        return dynamic_stretch(run["factor"], run["num_tokens"], SMOLLM2.context_length)
+    return run["factor"]
+
+
+def long_context_blocks(results: Sequence[dict]) -> pd.DataFrame:
+    """Stored long-context runs as one long table: one row per (run, block).
+
+    Args:
+        results: results (:func:`load_long_context_results`), any number of texts.
+
+    Returns:
+        A DataFrame with columns ``book``, ``method``, ``kappa`` (:func:`run_stretch`),
+        ``factor``, ``block`` (0, 1, …), ``first_position``, ``last_position``, ``nll``
+        and ``perplexity``, in the order of ``results``.
+    """
+    rows = [{"book": r["run"]["book"], "method": r["run"]["method"], "kappa": run_stretch(r),
+             "factor": r["run"]["factor"], "block": i,
+             "first_position": b["first_position"], "last_position": b["last_position"],
+             "nll": b.get("nll"), "perplexity": b["perplexity"]}
+            for r in results for i, b in enumerate(r["blocks"])]
+    return pd.DataFrame(rows)
 
 
 def format_block_table(results: Sequence[dict]) -> str:
