@@ -229,7 +229,7 @@ from posenc_book.plotting import (
     use_book_style,
 )
 from posenc_book.schemes import METHOD_STYLE, method_label, scheme_label, SCHEME_STYLE
-from posenc_book.tables import mean_spread_table
+from posenc_book.tables import Link, mean_spread_table
 from posenc_book.stored import (
     load_passkey_runs,
     load_stored_results,
@@ -250,6 +250,7 @@ __all__ = [
     "EvalResult",
     "FineTuneConfig",
     "LearnedPositionalEmbedding",
+    "Link",
     "MARKED_TEMPLATE",
     "METHOD_STYLE",
     "ModelConfig",
