@@ -86,6 +86,7 @@ from posenc_lib.encodings import (
     T5RelativePositionBias,
 )
 from posenc_lib.encodings.rope_scaling import (
+    critical_pair_index,
     dynamic_ntk_base,
     dynamic_stretch,
     method_scaling,
@@ -297,6 +298,7 @@ __all__ = [
     "clamped_rope_distances",
     "context_extension_player",
     "critical_pair",
+    "critical_pair_index",
     "device_name",
     "dimension_frequencies",
     "distance_to_trained_rows",

@@ -373,3 +373,14 @@ def test_dynamic_stretch_is_one_inside_and_the_running_rule_past_l0() -> None:
     assert dynamic_stretch(2.0, 8192, 8192) == 1.0
     assert dynamic_stretch(2.0, 16384, 8192) == 3.0 and dynamic_stretch(1.0, 16384, 8192) == 2.0
     assert dynamic_ntk_base(1e4, 16, 1.0, 512, 128) == 1e4 * 4.0 ** (16 / 14)
+
+
+def test_critical_pair_index_is_the_first_pair_without_a_full_turn() -> None:
+    from posenc_lib.encodings.rope_scaling import critical_pair_index
+
+    theta = rope_inverse_frequencies(16, 1e4)
+    i_c = critical_pair_index(theta, 128)  # the book's ci model: pairs 0-2 turn
+    assert i_c == 3 and 127 * theta[2].item() >= 2 * math.pi > 127 * theta[3].item()
+    assert critical_pair_index(rope_inverse_frequencies(64, 1e5), 8192) == 20  # SmolLM2
+    with pytest.raises(ValueError, match="no critical"):
+        critical_pair_index(rope_inverse_frequencies(4, 10.0), 10_000)

@@ -544,3 +544,34 @@ def stretch_scaling(method: str, kappa: float, original_length: int) -> dict | N
     if not kappa >= 1:
         raise ValueError(f"kappa must be >= 1 (a stretch of the context), got kappa={kappa}")
     return method_scaling(method, 1.0 if method == "dynamic" else float(kappa), original_length)
+
+
+def critical_pair_index(inverse_frequencies: Tensor, context_length: int) -> int:
+    """The critical pair i_c: the first pair that completes no full turn in training.
+
+    Pair i turns through (L_train − 1)·θ_i radians across a training window; i_c is the
+    first pair with (L_train − 1)·θ_i < 2π (chapter 10). Distances r ≥ L_train give it
+    angles r·θ_{i_c} it never saw (up to r = λ_{i_c}, where it comes round). The pairs
+    are taken in the order given (fastest first for RoPE's θ_i = base^(−2i/d)).
+
+    Args:
+        inverse_frequencies: ``[d/2]`` θ_i in radians per position (any float dtype; the
+            turns are computed in float64), e.g. ``rope_inverse_frequencies(d, base)``.
+        context_length: L_train (positions).
+
+    Returns:
+        i_c, an index into ``inverse_frequencies``.
+
+    Raises:
+        ValueError: if every pair completes a turn (no critical pair).
+
+    Example:
+        >>> critical_pair_index(torch.tensor([1.0, 0.1, 0.001]), 128)
+        2
+    """
+    turns = (context_length - 1) * inverse_frequencies.double() / (2 * math.pi)
+    short = (turns < 1).nonzero()
+    if not len(short):
+        raise ValueError("every pair completes a turn within the context: no critical "
+                         f"pair (context_length={context_length})")
+    return int(short[0])

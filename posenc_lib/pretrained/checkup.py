@@ -55,6 +55,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding, rope_inverse_frequencies
+from posenc_lib.encodings.rope_scaling import critical_pair_index
 
 LAYOUTS: tuple[str, ...] = ("rotate_half", "interleaved")
 """Pairings of a head's dimensions: i with i + d/2 (GPT-NeoX, Hugging Face Llama), or
@@ -325,8 +326,9 @@ def critical_pair(head_dim: int, base: float, context_length: int,
                   inverse_frequencies: Tensor | None = None) -> dict:
     """Chapter 10's critical pair for a model: i_c, its wavelength, its turns.
 
-    i_c is the first pair with (L_train − 1)·θ_i < 2π; distances r ≥ L_train give it
-    angles r·θ_{i_c} it never saw in training (up to r = λ_{i_c}, where it comes round).
+    i_c is :func:`~posenc_lib.encodings.rope_scaling.critical_pair_index` (the first pair
+    with (L_train − 1)·θ_i < 2π); distances r ≥ L_train give it angles r·θ_{i_c} it never
+    saw in training (up to r = λ_{i_c}, where it comes round).
 
     Args:
         head_dim, base: θ_i = base^(−2i/d), unless ``inverse_frequencies`` is given.
@@ -340,11 +342,7 @@ def critical_pair(head_dim: int, base: float, context_length: int,
     theta = (rope_inverse_frequencies(head_dim, base) if inverse_frequencies is None
              else inverse_frequencies).double()
     turns = (context_length - 1) * theta / (2 * math.pi)
-    short = (turns < 1).nonzero()
-    if not len(short):
-        raise ValueError("every pair completes a turn within the context: no critical "
-                         "pair")
-    i_c = int(short[0])
+    i_c = critical_pair_index(theta, context_length)
     return {"pair": i_c, "pairs": head_dim // 2,
             "wavelength": 2 * math.pi / theta[i_c].item(),
             "turns_within_context": turns[i_c].item(),
