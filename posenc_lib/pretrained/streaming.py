@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding
+from posenc_lib.pretrained.loading import block_nll
 
 MODES: tuple[str, ...] = ("window", "sinks_cache_positions", "sinks_original_positions")
 """The three caches, in the book's order: (a), (b), (c) of chapter 15."""
@@ -392,11 +393,9 @@ def streaming_nll(model: nn.Module, tokens: Tensor, config: StreamingConfig
     return nll.double().cpu(), share
 
 
-def block_means(nll: Tensor, block: int) -> list[float]:
-    """Mean of each block of ``block`` consecutive entries (the last may be shorter)."""
-    if block < 1:
-        raise ValueError(f"block must be >= 1, got block={block}")
-    return [nll[s : s + block].mean().item() for s in range(0, nll.numel(), block)]
+block_means = block_nll
+"""The block means of an NLL: :func:`~posenc_lib.pretrained.loading.block_nll` (one
+function), under the name chapter 15 and the streaming records use."""
 
 
 def run_pretrained_streaming(out: str, *, num_tokens: int = 4096, cache: int = 1024,
