@@ -633,7 +633,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from posenc_lib.training.data import read_austen_book
-    from posenc_lib.tasks.sweep import provenance, write_json_atomic
+    from posenc_lib.records import provenance, write_json_atomic
     from posenc_lib.pretrained.loading import text_tokens
 
     args = _parser().parse_args(argv)

@@ -48,7 +48,8 @@ from tqdm import tqdm  # the type of a bar
 from posenc_lib.training.data import read_austen_book
 from posenc_lib.training.device import pick_device
 from posenc_lib.encodings.rope_scaling import STRETCH_METHODS, dynamic_stretch, method_scaling
-from posenc_lib.tasks.sweep import _peak_memory, provenance, write_json_atomic
+from posenc_lib.records import RESULT_FORMAT, peak_memory, provenance, write_json_atomic
+from posenc_lib.records import RUN_DTYPES as DTYPES
 from posenc_lib.pretrained.loading import (
     SMOLLM2,
     block_nll,
@@ -62,10 +63,6 @@ from posenc_lib.training.progress import progress_bar
 METHODS: tuple[str, ...] = STRETCH_METHODS
 """The methods, in the book's order (``none`` is plain RoPE); defined in rope_scaling."""
 
-RESULT_FORMAT = 1
-"""Version of the result-file layout."""
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def _now() -> str:
@@ -169,7 +166,7 @@ def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor
         "rope_scaling": run.rope_scaling,
         "provenance": {**started, "finished_utc": _now()},
         "timing": {"forward_wall_s": wall, "tokens_per_second": tokens.numel() / wall,
-                   "dtype": run.dtype, **_peak_memory(device)},
+                   "dtype": run.dtype, **peak_memory(device)},
         "nll": overall,
         "perplexity": math.exp(overall),
         "predictions": nll.numel(),

@@ -415,7 +415,7 @@ def run_pretrained_streaming(out: str, *, num_tokens: int = 4096, cache: int = 1
     from pathlib import Path
 
     from posenc_lib.training.data import read_austen_book
-    from posenc_lib.tasks.sweep import _peak_memory, provenance, write_json_atomic
+    from posenc_lib.records import peak_memory, provenance, write_json_atomic
     from posenc_lib.pretrained.loading import load_pretrained, text_tokens, token_nll
 
     started = provenance("cpu")
@@ -440,7 +440,7 @@ def run_pretrained_streaming(out: str, *, num_tokens: int = 4096, cache: int = 1
                                  "mean_nll": nll.mean().item(),
                                  "sink_share": share.tolist(),
                                  "wall_s": round(time.perf_counter() - start, 1)}
-        record["provenance"] = {**started, **_peak_memory(torch.device("cpu"))}
+        record["provenance"] = {**started, **peak_memory(torch.device("cpu"))}
         write_json_atomic(Path(out), record)  # after every mode: a partial run is kept
     return record
 
