@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding
+from posenc_lib.model.attention import window_band
 from posenc_lib.pretrained.loading import block_nll
 
 MODES: tuple[str, ...] = ("window", "sinks_cache_positions", "sinks_original_positions")
@@ -143,12 +144,10 @@ def streaming_attention(
         stop = min(t, start + QUERY_BLOCK)
         rows = positions[start:stop, None]  # (block, 1)
         cols = positions[None, :stop]  # (1, keys)
-        distance = rows - cols
-        allowed = distance >= 0
         if config.mode == "window":
-            allowed &= distance < config.cache
-        else:
-            allowed &= (cols < sinks) | (distance < config.recent)
+            allowed = window_band(rows, cols, config.cache)
+        else:  # the sinks, and a window of the recent keys
+            allowed = ((cols < sinks) & (rows >= cols)) | window_band(rows, cols, config.recent)
         scores = q_rot[:, :, start:stop] @ k_rot[:, :, :stop].transpose(-2, -1)
         if config.mode == "sinks_cache_positions":
             sink_scores = q_slot[:, :, start:stop] @ k_sink.transpose(-2, -1)
