@@ -216,3 +216,15 @@ def test_window_band_is_the_one_sliding_window_rule() -> None:
     assert torch.equal(local_mask(None, 6, 3, torch.float32)[0, 0], sliding_window_mask(6, 6, 3))
     with pytest.raises(ValueError, match="window"):
         window_band(q, k, 0)
+
+
+def test_heads_are_project_before_rope() -> None:
+    from posenc_lib import RotaryEmbedding
+
+    torch.manual_seed(0)
+    attn = SelfAttention(16, 2, rotary=RotaryEmbedding(8, 10000.0))
+    x = torch.randn(2, 5, 16)
+    q, k, v = attn.heads(x)
+    pq, pk, pv = attn.project(x)
+    assert q.shape == (2, 2, 5, 8) and torch.equal(v, pv)
+    assert torch.allclose(attn.rotary(q, None), pq) and torch.allclose(attn.rotary(k, None), pk)

@@ -269,12 +269,18 @@ class SelfAttention(nn.Module):
         # None: SDPA's own 1/√D, exactly as without logit scaling
         self.scale = None if multiplier == 1.0 else multiplier / math.sqrt(self.head_dim)
 
-    def project(self, x: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Queries, keys and values ``[B, H, T, D]`` for ``x`` ``[B, T, C]``, with RoPE applied to q, k."""
+    def heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values ``[B, H, T, D]`` for ``x`` ``[B, T, C]``, before RoPE: the
+        one place the book's model splits its fused projection into heads."""
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=-1)  # 3 × (B, T, C)
         # (B, T, C) -> (B, H, T, D)
-        q, k, v = (z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
+        return tuple(z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
+
+    def project(self, x: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values ``[B, H, T, D]`` for ``x`` ``[B, T, C]``, with RoPE applied to q, k."""
+        t = x.shape[1]
+        q, k, v = self.heads(x)
         if self.rotary is not None:  # positions None: 0 … T−1, cos/sin rows as a view
             q, k = self.rotary(q, positions), self.rotary(k, positions)
         if self.logit_scaling is not None:

@@ -56,6 +56,7 @@ from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding, rope_inverse_frequencies
 from posenc_lib.encodings.rope_scaling import critical_pair_index
+from posenc_lib.pretrained.loading import llama_heads
 
 LAYOUTS: tuple[str, ...] = ("rotate_half", "interleaved")
 """Pairings of a head's dimensions: i with i + d/2 (GPT-NeoX, Hugging Face Llama), or
@@ -148,16 +149,10 @@ def capture_attention(model: nn.Module, tokens: Tensor) -> list[tuple[Tensor, Te
     return captured
 
 
-def _project(attn: nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    shape = (*x.shape[:-1], -1, attn.head_dim)
-    return tuple(p(x).view(shape).transpose(1, 2) for p in (attn.q_proj, attn.k_proj,
-                                                            attn.v_proj))
-
-
 def _probabilities(attn: nn.Module, x: Tensor, rotary: RotaryEmbedding
                    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(probabilities [B, H, T, T], rotated q [B, H, T, D], rotated k repeated to H, v)."""
-    q, k, v = _project(attn, x)
+    q, k, v = llama_heads(attn, x)
     positions = torch.arange(x.shape[1], device=x.device)
     q, k = rotary(q, positions), rotary(k, positions)
     groups = q.shape[1] // k.shape[1]

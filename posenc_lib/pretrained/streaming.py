@@ -45,7 +45,7 @@ from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding
 from posenc_lib.model.attention import window_band
-from posenc_lib.pretrained.loading import block_nll
+from posenc_lib.pretrained.loading import block_nll, llama_heads
 
 MODES: tuple[str, ...] = ("window", "sinks_cache_positions", "sinks_original_positions")
 """The three caches, in the book's order: (a), (b), (c) of chapter 15."""
@@ -241,9 +241,7 @@ class _StreamingLayer:
 def _book_forward(attn: nn.Module, state: _StreamingLayer):
     def forward(x: Tensor, bias=None, positions=None, mask=None) -> Tensor:
         b, t, c = x.shape
-        q, k, v = attn.qkv(x).split(c, dim=-1)
-        q, k, v = (z.view(b, t, attn.num_heads, attn.head_dim).transpose(1, 2)
-                   for z in (q, k, v))
+        q, k, v = attn.heads(x)  # (B, H, T, D), before RoPE
         y = state.attend(q, k, v, attn.scale)
         return attn.out(y.transpose(1, 2).reshape(b, t, c))
     return forward
@@ -260,10 +258,7 @@ class _LlamaStreamingAttention(nn.Module):
                 attention_mask=None, past_key_values=None, **kwargs):
         attn = self.attention
         input_shape = hidden_states.shape[:-1]
-        shape = (*input_shape, -1, attn.head_dim)
-        q = attn.q_proj(hidden_states).view(shape).transpose(1, 2)
-        k = attn.k_proj(hidden_states).view(shape).transpose(1, 2)
-        v = attn.v_proj(hidden_states).view(shape).transpose(1, 2)
+        q, k, v = llama_heads(attn, hidden_states)
         out = self.state.attend(q, k, v, attn.scaling)
         return attn.o_proj(out.transpose(1, 2).reshape(*input_shape, -1)), None
 
