@@ -724,3 +724,61 @@ def mark_vertical(ax: Axes, x: float, text: str, *, side: str = "right", color: 
     ax.annotate(text, (x, 0.95), xycoords=("data", "axes fraction"),
                 xytext=(4 if side == "right" else -4, 0), textcoords="offset points",
                 ha="left" if side == "right" else "right", va="top")
+
+def plot_share_maps(
+    maps: Mapping[str, np.ndarray | None],
+    titles: Mapping[str, str],
+    *,
+    ncols: int,
+    x_ticks: Sequence[str],
+    y_ticks: Sequence[str],
+    x_label: str,
+    y_label: str,
+    colorbar_label: str,
+) -> Figure:
+    """Heat maps of shares in [0, 1] (e.g. passkeys retrieved), each cell labelled in percent.
+
+    Args:
+        maps: panel name → [rows, columns] array of shares (NaN: no value, left blank),
+            or None for an empty panel; drawn ``ncols`` to a row, in order.
+        titles: panel name → title (for every panel that is not None).
+        ncols: panels per row, ≥ 1.
+        x_ticks, y_ticks: the labels of the columns and of the rows (shown on the
+            bottom row and the left column of panels).
+        x_label, y_label, colorbar_label: axis and colour-bar labels.
+
+    Returns:
+        The figure (one shared colour bar, viridis from 0 to 1).
+
+    Raises:
+        ValueError: for ``ncols`` < 1 or no map that is not None.
+    """
+    if ncols < 1:
+        raise ValueError(f"ncols must be >= 1, got ncols={ncols}")
+    if all(grid is None for grid in maps.values()):
+        raise ValueError("maps must hold at least one array, got only None")
+    nrows = -(-len(maps) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.5, 2.4 * nrows + 0.4),
+                             sharex=True, sharey=True, squeeze=False,
+                             gridspec_kw={"hspace": 0.65})
+    for ax, grid in zip(axes.flat, [*maps.values(), *[None] * axes.size]):
+        ax.set_visible(grid is not None)
+    for ax, (name, grid) in zip(axes.flat, maps.items()):
+        if grid is None:
+            continue
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto",
+                          origin="lower")
+        for (i, j), value in np.ndenumerate(grid):
+            if not np.isnan(value):
+                ax.text(j, i, f"{value:.0%}".replace("%", ""), ha="center",
+                        va="center", color="black" if value > 0.5 else "white")
+        ax.set_title(titles[name])
+        ax.grid(False)
+    for ax in axes[-1]:
+        ax.set_xticks(range(len(x_ticks)), list(x_ticks))
+        ax.set_xlabel(x_label)
+    for ax in axes[:, 0]:
+        ax.set_yticks(range(len(y_ticks)), list(y_ticks))
+        ax.set_ylabel(y_label)
+    fig.colorbar(image, ax=axes, shrink=0.8, label=colorbar_label)
+    return fig

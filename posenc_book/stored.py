@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from posenc_book.schemes import SCHEMES
 
 if TYPE_CHECKING:
@@ -216,3 +218,107 @@ def token_start_label(run: dict) -> str:
     model = run["train_config"]["model"]
     label = f"std {model['token_init_std']:g}"
     return label + (f", ×√{model['d_model']}" if model["scale_token_embedding"] else "")
+
+# ------------------------------------------------------------------ passkey runs
+
+
+def load_passkey_runs(folder: Path | str, pattern: str = "*.json") -> dict[str, dict]:
+    """The stored passkey runs in ``folder`` (``results/ci-retrieval``), by file stem.
+
+    Args:
+        folder: the results folder.
+        pattern: a glob for the files to read (e.g. ``"rope-*-seed*.json"``).
+
+    Returns:
+        ``{stem: run}``, sorted by name; each run as written by
+        ``results/ci-retrieval`` (``recipe``, ``passkey``, ``copy_gain``, ``train``, …).
+
+    Raises:
+        FileNotFoundError: if no file matches (the folder and pattern named).
+    """
+    paths = sorted(Path(folder).glob(pattern))
+    if not paths:
+        raise FileNotFoundError(f"no stored passkey run matches {pattern!r} in {folder}")
+    return {path.stem: json.loads(path.read_text()) for path in paths}
+
+
+def passkey_cells(runs: dict[str, dict]) -> pd.DataFrame:
+    """Stored passkey runs as one long table: one row per (run, length, depth).
+
+    Args:
+        runs: ``{name: run}`` (:func:`load_passkey_runs`); each run's ``passkey`` rows
+            hold ``length``, ``depth``, ``correct``, ``trials``, ``needle_starts`` and
+            ``answer_start``.
+
+    Returns:
+        A DataFrame with columns ``run`` (the name), ``scheme`` (the base model's
+        position), ``seed``, ``L`` (bytes), ``depth``, ``correct``, ``trials`` and
+        ``needle_to_answer`` (positions from the needle's start to the answer's, the
+        mean over the trials). Cells that were not run (``correct`` None) are left out.
+    """
+    rows = [{"run": name, "scheme": run["recipe"]["base"]["model"]["position"],
+             "seed": run["recipe"]["base"]["seed"], "L": r["length"], "depth": r["depth"],
+             "correct": r["correct"], "trials": r["trials"],
+             "needle_to_answer": statistics.fmean(r["answer_start"] - n
+                                                  for n in r["needle_starts"])}
+            for name, run in runs.items() for r in run["passkey"] if r["correct"] is not None]
+    columns = ["run", "scheme", "seed", "L", "depth", "correct", "trials", "needle_to_answer"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def passkey_run_shares(cells: pd.DataFrame, train_length: int,
+                       bar: float = 0.9) -> pd.DataFrame:
+    """Each run's share of keys retrieved at L_train, and whether it counts as retrieving.
+
+    A run *meets the bar* when it retrieves at least ``bar`` of its keys at L_train. The
+    book pools, per scheme, the runs that meet it; a scheme none of whose runs meets it
+    keeps all of them (chapters 12 and 16).
+
+    Args:
+        cells: :func:`passkey_cells` (columns ``scheme``, ``seed``, ``L``, ``correct``,
+            ``trials``).
+        train_length: L_train (bytes).
+        bar: the share in [0, 1].
+
+    Returns:
+        A DataFrame indexed by (``scheme``, ``seed``) with columns ``share`` (at
+        L_train), ``meets`` and ``kept`` (pooled).
+
+    Raises:
+        ValueError: for a bar outside [0, 1] or no cell at ``train_length``.
+    """
+    if not 0 <= bar <= 1:
+        raise ValueError(f"bar must be a share in [0, 1], got bar={bar}")
+    at_train = cells[cells.L == train_length].groupby(["scheme", "seed"])[
+        ["correct", "trials"]].sum()
+    if at_train.empty:
+        raise ValueError(f"no passkey cell at train_length={train_length}")
+    runs = (at_train.correct / at_train.trials).to_frame("share")
+    runs["meets"] = runs.share >= bar
+    scheme_meets = runs.groupby(level="scheme").meets.transform("any")
+    runs["kept"] = runs.meets | ~scheme_meets
+    return runs
+
+
+def pooled_passkey_accuracy(cells: pd.DataFrame, train_length: int, bar: float = 0.9,
+                            by: Sequence[str] = ("L", "depth")) -> pd.DataFrame:
+    """Keys retrieved, pooled over the runs of each scheme that meet the bar at L_train.
+
+    Args:
+        cells: :func:`passkey_cells`.
+        train_length: L_train (bytes).
+        bar: as :func:`passkey_run_shares`.
+        by: the columns to pool within, after ``scheme``.
+
+    Returns:
+        A DataFrame indexed by (``scheme``, *by) with columns ``correct``, ``trials``
+        and ``accuracy`` (their ratio).
+
+    Raises:
+        ValueError: as :func:`passkey_run_shares`.
+    """
+    kept = passkey_run_shares(cells, train_length, bar).kept
+    rows = [kept.get((s, d), False) for s, d in zip(cells.scheme, cells.seed)]
+    pooled = cells[rows].groupby(["scheme", *by])[["correct", "trials"]].sum()
+    pooled["accuracy"] = pooled.correct / pooled.trials
+    return pooled

@@ -197,3 +197,73 @@ def _html_or_none(frame: pd.DataFrame) -> str | None:
     if isinstance(frame.columns, pd.MultiIndex):
         return frame._repr_html_()
     return table_html(frame)
+
+
+def mean_spread_table(
+    frame: pd.DataFrame,
+    rows: str,
+    columns: str,
+    values: str,
+    *,
+    spread: str = "std",
+    number=None,
+    order=None,
+    labels=None,
+    column_label: str | None = None,
+    missing: str = "—",
+) -> pd.DataFrame:
+    """Mean and spread over seeds (or any repeats) as text: one row per group, one column
+    per value of ``columns``.
+
+    Args:
+        frame: long data, one row per measurement, with columns ``rows``, ``columns``
+            and ``values`` (e.g. ``model``, ``L``, ``PPL``, one row per seed).
+        rows, columns, values: the column names.
+        spread: ``"std"``: "mean ± std" (the std shows as 0 for a single repeat);
+            ``"range"``: "mean (min–max)", or the mean alone for a single repeat.
+        number: formats one number; by default two decimals (``f"{x:.2f}"``).
+        order: the rows to keep, in this order (those absent from ``frame`` skipped);
+            by default every row in order of first appearance.
+        labels: row key → displayed name (a mapping or a function); by default the key.
+        column_label: format of a column header, given the column's value
+            (e.g. ``"L = {} bytes"``); by default the values themselves.
+        missing: the text of a cell with no measurement.
+
+    Returns:
+        A DataFrame of strings; the columns sorted by value.
+
+    Raises:
+        ValueError: for an unknown ``spread`` or a missing column (named).
+
+    Example:
+        >>> data = pd.DataFrame({"m": ["a", "a"], "L": [1, 1], "v": [1.0, 3.0]})
+        >>> mean_spread_table(data, "m", "L", "v").iloc[0, 0]
+        '2.00 ± 1.41'
+    """
+    if spread not in ("std", "range"):
+        raise ValueError(f"spread must be 'std' or 'range', got spread={spread!r}")
+    for name in (rows, columns, values):
+        if name not in frame.columns:
+            raise ValueError(f"frame has no column {name!r} (columns: {list(frame.columns)})")
+    number = number or "{:.2f}".format
+    stats = frame.groupby([rows, columns], sort=False)[values].agg(
+        ["mean", "std", "min", "max", "count"])
+
+    def cell(row: pd.Series) -> str:
+        if spread == "std":
+            std = 0.0 if pd.isna(row["std"]) else row["std"]
+            return f"{number(row['mean'])} ± {number(std)}"
+        if row["count"] == 1:
+            return number(row["mean"])
+        return f"{number(row['mean'])} ({number(row['min'])}–{number(row['max'])})"
+
+    table = stats.apply(cell, axis=1).unstack(columns)
+    table = table.reindex(columns=sorted(frame[columns].unique())).fillna(missing)
+    if order is not None:
+        table = table.reindex([key for key in order if key in table.index])
+    if labels is not None:
+        name = labels.get if hasattr(labels, "get") else labels
+        table.index = [name(key) for key in table.index]
+    if column_label is not None:
+        table.columns = [column_label.format(c) for c in table.columns]
+    return table

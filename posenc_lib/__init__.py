@@ -97,7 +97,15 @@ from posenc_lib.encodings.rope_decay import (
     rope_phases,
 )
 from posenc_lib.encodings.rope_kernel import apply_rope_blocked, rotate_pairs_blocked
-from posenc_lib.encodings.rope_scaling import dynamic_ntk_base, normalize_rope_parameters
+from posenc_lib.encodings.rope_scaling import (
+    critical_pair_index,
+    dynamic_ntk_base,
+    dynamic_stretch,
+    method_scaling,
+    normalize_rope_parameters,
+    STRETCH_METHODS,
+    stretch_scaling,
+)
 from posenc_lib.encodings.logit_scaling import (
     normalize_logit_scaling,
     query_scale,
@@ -145,6 +153,7 @@ from posenc_lib.training.train import (
     fine_tune,
     FineTuneConfig,
     smoothed_losses,
+    stretched_fine_tune,
     train,
     TrainConfig,
     TrainRecord,
@@ -233,6 +242,7 @@ from posenc_lib.tasks.sweep import (
 )
 from posenc_lib.pretrained.loading import (
     load_pretrained,
+    model_file,
     PosencRopeAttention,
     SMOLLM2,
     text_tokens,
@@ -257,7 +267,11 @@ from posenc_lib.pretrained.kv_cache import (
     rerotate_keys,
     rerotation_error,
 )
-from posenc_lib.pretrained.long_context import load_long_context_results, method_scaling
+from posenc_lib.pretrained.long_context import (
+    load_long_context_results,
+    long_context_blocks,
+    run_stretch,
+)
 from posenc_lib.pretrained.passkey import passkey_table, with_identical_rows
 from posenc_lib.pretrained.streaming import (
     block_means,
@@ -304,17 +318,22 @@ from posenc_book.plotting import (
     plot_decay_curves,
     plot_perplexity_vs_length,
     plot_rope_pair_terms,
+    plot_share_maps,
     plot_time_by_length,
     plot_weight_by_distance,
     show_figure,
     use_book_style,
 )
-from posenc_book.schemes import scheme_label, SCHEME_STYLE
+from posenc_book.schemes import method_label, METHOD_STYLE, scheme_label, SCHEME_STYLE
 from posenc_book.stored import (
     evaluation_nll,
+    load_passkey_runs,
     load_stored_results,
     mean_and_half_range,
     nll_by_seed,
+    passkey_cells,
+    passkey_run_shares,
+    pooled_passkey_accuracy,
     provenance_label,
     seed_gaps,
     seed_mean,
@@ -322,6 +341,7 @@ from posenc_book.stored import (
     token_start_label,
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
+from posenc_book.tables import Link, mean_spread_table
 
 __version__ = "0.1.0"
 
@@ -333,7 +353,9 @@ __all__ = [
     "EvalResult",
     "FineTuneConfig",
     "LearnedPositionalEmbedding",
+    "Link",
     "MARKED_TEMPLATE",
+    "METHOD_STYLE",
     "ModelConfig",
     "PasskeyTemplate",
     "PosencRopeAttention",
@@ -352,6 +374,7 @@ __all__ = [
     "STREAMING_LABELS",
     "STREAMING_MODES",
     "StreamingConfig",
+    "STRETCH_METHODS",
     "T5RelativePositionBias",
     "TrainConfig",
     "TrainedRowDistance",
@@ -393,6 +416,7 @@ __all__ = [
     "context_extension_player",
     "cosine_matrix",
     "critical_pair",
+    "critical_pair_index",
     "decay_by_parts_checks",
     "decay_curves",
     "decay_table",
@@ -401,6 +425,7 @@ __all__ = [
     "dimension_frequencies",
     "distance_to_trained_rows",
     "dynamic_ntk_base",
+    "dynamic_stretch",
     "effective_share",
     "evaluate_perplexity",
     "evaluation_nll",
@@ -422,6 +447,7 @@ __all__ = [
     "load_corpus",
     "load_long_context_results",
     "load_model",
+    "load_passkey_runs",
     "load_pretrained",
     "load_results",
     "load_sotu",
@@ -430,6 +456,7 @@ __all__ = [
     "log_axes",
     "log_bins",
     "logits_reproduced",
+    "long_context_blocks",
     "long_window_conditions",
     "make_passkey",
     "make_recall_window",
@@ -438,8 +465,11 @@ __all__ = [
     "mean_and_half_range",
     "mean_attention_distance",
     "mean_by_offset",
+    "mean_spread_table",
     "memory_traffic",
+    "method_label",
     "method_scaling",
+    "model_file",
     "mrope_pair_axes",
     "neighbour_distances",
     "neox_rotary_dim",
@@ -455,7 +485,9 @@ __all__ = [
     "pair_angles",
     "pairing_losses",
     "passkey_accuracy",
+    "passkey_cells",
     "passkey_recall_config",
+    "passkey_run_shares",
     "passkey_table",
     "per_byte",
     "per_position_nll",
@@ -469,8 +501,10 @@ __all__ = [
     "plot_decay_curves",
     "plot_perplexity_vs_length",
     "plot_rope_pair_terms",
+    "plot_share_maps",
     "plot_time_by_length",
     "plot_weight_by_distance",
+    "pooled_passkey_accuracy",
     "positional_pair_shares",
     "positions_from_mask",
     "press_ratios",
@@ -510,6 +544,7 @@ __all__ = [
     "rotate_pairs",
     "rotate_pairs_blocked",
     "run_provenance",
+    "run_stretch",
     "run_sweep",
     "sample_batch",
     "sample_recall_windows",
@@ -536,6 +571,8 @@ __all__ = [
     "streaming_logits",
     "streaming_nll",
     "streaming_table",
+    "stretch_scaling",
+    "stretched_fine_tune",
     "summary_table",
     "swap_cost",
     "t5_bucket_pair_counts",

@@ -507,9 +507,9 @@ def alibi_attention_folded_keys(
 
 
 def environment(device: torch.device | str = "cpu") -> dict:
-    """Where a measurement ran: :func:`posenc_lib.tasks.sweep.provenance` plus the CPU
+    """Where a measurement ran: :func:`posenc_lib.records.provenance` plus the CPU
     model, the CPU count and the load average (1, 5, 15 min) when the call was made."""
-    from posenc_lib.tasks.sweep import provenance  # late: experiments imports training
+    from posenc_lib.records import provenance
 
     info = provenance(device)
     info["cpu_count"] = os.cpu_count()

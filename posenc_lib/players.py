@@ -22,7 +22,7 @@ from torch import Tensor
 
 from posenc_lib.encodings.rope import apply_rope, rope_inverse_frequencies
 from posenc_lib.encodings.rope_scaling import rope_scaled_frequencies
-from posenc_lib.pretrained.long_context import method_scaling
+from posenc_lib.encodings.rope_scaling import stretch_scaling
 from posenc_book.interactive import Player, render_frames
 from posenc_book.plotting import SCHEME_STYLE, scheme_label
 
@@ -195,9 +195,9 @@ def context_extension_player(head_dim: int, base: float, train_length: int,
     turns, within κ·L_train positions, through no more angle than it turned within
     L_train unscaled.
 
-    Each method is set as :func:`~posenc_lib.pretrained.long_context.method_scaling` sets it, at
-    factor κ for a window of κ·L_train (``dynamic`` with factor 1 at length κ·L_train,
-    which is NTK-aware scaling with κ).
+    Each method is set for a window of κ·L_train by
+    :func:`~posenc_lib.encodings.rope_scaling.stretch_scaling` (``dynamic`` with factor 1
+    at length κ·L_train, which is NTK-aware scaling with κ).
 
     Args:
         head_dim, base: RoPE's d and base.
@@ -219,9 +219,8 @@ def context_extension_player(head_dim: int, base: float, train_length: int,
     waves: dict[tuple[str, float], Tensor] = {}
     for kappa in kappas:
         for method in methods:
-            factor = 1.0 if method == "dynamic" else float(kappa)
             scaled, _ = rope_scaled_frequencies(
-                head_dim, base, method_scaling(method, factor, train_length),
+                head_dim, base, stretch_scaling(method, kappa, train_length),
                 seq_len=round(kappa * train_length))
             waves[method, kappa] = 2 * math.pi / scaled.double()
     top = max(w.max().item() for w in waves.values())

@@ -1,12 +1,32 @@
-"""Writing result and model files safely: a reader sees the old file or the whole new one."""
+"""Result and model files: written safely (a reader sees the old file or the whole new one),
+with one layout version, one set of dtype names and one provenance record for every tool
+that writes results (the sweep, the pretrained-model runs, the benchmarks)."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
+import platform
+import resource
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+import torch
+
+RESULT_FORMAT = 1
+"""Version of the result-file layout (bumped when fields change meaning)."""
+
+RUN_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+"""The dtypes a run (a long-context pass, a benchmark) may be asked for, by name."""
+
+DTYPE_NAMES: dict[str, torch.dtype] = {**RUN_DTYPES, "float16": torch.float16,
+                                       "float64": torch.float64}
+"""Every floating dtype a result or a size may name."""
 
 
 def write_atomic(path: Path | str, write: Callable[[IO[bytes]], None]) -> None:
@@ -26,3 +46,69 @@ def write_atomic(path: Path | str, write: Callable[[IO[bytes]], None]) -> None:
         tmp.flush()
         os.fsync(tmp.fileno())
     os.replace(tmp.name, path)
+
+
+def write_json_atomic(path: Path | str, obj: dict) -> None:
+    """Write ``obj`` as JSON (indent 1, no NaN): ``path`` holds the old file or the whole new one.
+
+    Raises:
+        ValueError: for a NaN or infinite number in ``obj`` (JSON has none).
+    """
+    text = json.dumps(obj, indent=1, allow_nan=False)
+    write_atomic(path, lambda file: file.write(text.encode()))
+
+
+def git_commit() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout that holds posenc_lib, or (None, None) outside git."""
+    root = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+    return commit, bool(status.strip())
+
+
+def provenance(device: torch.device | str) -> dict:
+    """Where and with what a result was produced: commit, versions, device, date (UTC).
+
+    Args:
+        device: the device the result was computed on.
+
+    Returns:
+        ``git_commit``, ``git_dirty``, ``posenc_lib_version``, ``torch_version``,
+        ``python_version``, ``platform``, ``device`` (its name), ``device_type``,
+        ``torch_threads`` and ``date_utc`` (ISO 8601, seconds).
+    """
+    import posenc_lib  # the package's version; late: this module is imported while it loads
+    from posenc_lib.training.device import device_name
+
+    commit, dirty = git_commit()
+    return {
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "posenc_lib_version": posenc_lib.__version__,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "device": device_name(device),
+        "device_type": torch.device(device).type,
+        "torch_threads": torch.get_num_threads(),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def peak_memory(device: torch.device) -> dict:
+    """The peak memory so far: ``peak_memory_bytes`` and ``peak_memory_kind``.
+
+    On CUDA, ``torch.cuda.max_memory_allocated`` (reset it at the start of a run); elsewhere
+    the whole process's peak resident set (``ru_maxrss``: KiB on Linux, bytes on macOS).
+    """
+    if device.type == "cuda":
+        return {"peak_memory_bytes": torch.cuda.max_memory_allocated(device),
+                "peak_memory_kind": "cuda max_memory_allocated during this run"}
+    scale = 1 if sys.platform == "darwin" else 1024
+    return {"peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
+            "peak_memory_kind": "process peak RSS so far"}

@@ -200,3 +200,31 @@ def test_logit_scaling_in_a_layer_matches_explicit(kind: str) -> None:
     assert not torch.allclose(got, plain(x, positions=positions))
     weights = scaled.probabilities(x, positions=positions)
     assert torch.allclose(weights, scores.softmax(-1), atol=1e-6)
+
+
+def test_window_band_is_the_one_sliding_window_rule() -> None:
+    from posenc_lib.analysis.interventions import band_bias
+    from posenc_lib.model.attention import local_mask, sliding_window_mask, window_band
+
+    q, k = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    band = window_band(q, k, 3)
+    assert band.tolist()[5] == [False, False, False, True, True, True]
+    assert not band[0, 1]  # a key after the query: hidden when causal
+    assert window_band(q, k, 3, causal=False)[0, 1]  # left to a causal mask otherwise
+    assert torch.equal(sliding_window_mask(6, 6, 3) == 0, band)
+    assert torch.equal(band_bias(6, 3) == 0, window_band(q, k, 3, causal=False))
+    assert torch.equal(local_mask(None, 6, 3, torch.float32)[0, 0], sliding_window_mask(6, 6, 3))
+    with pytest.raises(ValueError, match="window"):
+        window_band(q, k, 0)
+
+
+def test_heads_are_project_before_rope() -> None:
+    from posenc_lib import RotaryEmbedding
+
+    torch.manual_seed(0)
+    attn = SelfAttention(16, 2, rotary=RotaryEmbedding(8, 10000.0))
+    x = torch.randn(2, 5, 16)
+    q, k, v = attn.heads(x)
+    pq, pk, pv = attn.project(x)
+    assert q.shape == (2, 2, 5, 8) and torch.equal(v, pv)
+    assert torch.allclose(attn.rotary(q, None), pq) and torch.allclose(attn.rotary(k, None), pk)

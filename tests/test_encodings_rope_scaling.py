@@ -25,7 +25,9 @@ from posenc_lib import (
 from posenc_lib.encodings.rope import rotate_pairs
 from posenc_lib.encodings.rope_scaling import (
     dynamic_ntk_base,
+    method_scaling,
     normalize_rope_scaling,
+    stretch_scaling,
     yarn_correction_pair,
 )
 
@@ -427,3 +429,47 @@ def test_partial_rotary_width_errors() -> None:
         rope_scaled_frequencies(8, 1e4, {**DYNAMIC, "partial_rotary_factor": 0.25})
     with pytest.raises(ValueError, match="dtype"):
         rope_scaled_frequencies(8, 1e4, None, dtype=torch.float16)
+
+def test_method_scaling() -> None:
+    assert method_scaling("none", 2.0, 8192) is None
+    assert method_scaling("linear", 2.0, 8192) == {"rope_type": "linear", "factor": 2.0}
+    yarn = method_scaling("yarn", 4.0, 8192)
+    assert yarn["original_max_position_embeddings"] == 8192 and yarn["beta_fast"] == 32
+    assert method_scaling("llama3", 2.0, 8192)["high_freq_factor"] == 4.0
+    with pytest.raises(ValueError, match="method"):
+        method_scaling("ntk", 2.0, 8192)
+    with pytest.raises(ValueError, match="factor"):
+        method_scaling("linear", 0.5, 8192)
+
+
+def test_stretch_scaling_sets_kappa_and_dynamic_factor_one() -> None:
+    for method in ("linear", "yarn", "llama3"):
+        assert stretch_scaling(method, 4, 128) == method_scaling(method, 4.0, 128)
+    assert stretch_scaling("dynamic", 4, 128) == method_scaling("dynamic", 1.0, 128)
+    assert stretch_scaling("none", 4, 128) is None
+    # dynamic NTK at factor 1: unchanged at L0, NTK-aware with κ = L / L0 past it
+    inside, _ = rope_scaled_frequencies(16, 1e4, stretch_scaling("dynamic", 4, 128), seq_len=128)
+    assert torch.equal(inside, rope_scaled_frequencies(16, 1e4, None)[0])
+    with pytest.raises(ValueError, match="kappa"):
+        stretch_scaling("yarn", 0.5, 128)
+    with pytest.raises(ValueError, match="method"):
+        stretch_scaling("ntk", 2.0, 128)
+
+
+def test_dynamic_stretch_is_one_inside_and_the_running_rule_past_l0() -> None:
+    from posenc_lib.encodings.rope_scaling import dynamic_stretch
+
+    assert dynamic_stretch(2.0, 8192, 8192) == 1.0
+    assert dynamic_stretch(2.0, 16384, 8192) == 3.0 and dynamic_stretch(1.0, 16384, 8192) == 2.0
+    assert dynamic_ntk_base(1e4, 16, 1.0, 512, 128) == 1e4 * 4.0 ** (16 / 14)
+
+
+def test_critical_pair_index_is_the_first_pair_without_a_full_turn() -> None:
+    from posenc_lib.encodings.rope_scaling import critical_pair_index
+
+    theta = rope_inverse_frequencies(16, 1e4)
+    i_c = critical_pair_index(theta, 128)  # the book's ci model: pairs 0-2 turn
+    assert i_c == 3 and 127 * theta[2].item() >= 2 * math.pi > 127 * theta[3].item()
+    assert critical_pair_index(rope_inverse_frequencies(64, 1e5), 8192) == 20  # SmolLM2
+    with pytest.raises(ValueError, match="no critical"):
+        critical_pair_index(rope_inverse_frequencies(4, 10.0), 10_000)

@@ -24,3 +24,22 @@ def test_failed_write_keeps_the_old_file(tmp_path) -> None:
     with pytest.raises(RuntimeError):
         write_atomic(path, broken)
     assert path.read_bytes() == b"old"
+
+
+def test_records_holds_the_result_format_dtype_names_and_provenance(tmp_path) -> None:
+    import json
+
+    import torch
+
+    from posenc_lib import records
+
+    assert records.RESULT_FORMAT == 1
+    assert records.DTYPE_NAMES["float16"] is torch.float16
+    assert set(records.RUN_DTYPES) == {"float32", "bfloat16"} <= set(records.DTYPE_NAMES)
+    prov = records.provenance("cpu")
+    assert prov["device_type"] == "cpu" and prov["torch_threads"] >= 1
+    assert records.peak_memory(torch.device("cpu"))["peak_memory_bytes"] > 0
+    records.write_json_atomic(tmp_path / "r.json", {"a": 1})
+    assert json.loads((tmp_path / "r.json").read_text()) == {"a": 1}
+    with pytest.raises(ValueError):
+        records.write_json_atomic(tmp_path / "r.json", {"a": float("nan")})

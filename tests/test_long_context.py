@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import posenc_lib.pretrained.long_context as lc
-from posenc_lib.pretrained.long_context import METHODS, LongContextRun, method_scaling, plan
+from posenc_lib.pretrained.long_context import METHODS, LongContextRun, plan
 from tools.runs import long_context as long_context_tool  # the command line
 
 transformers = pytest.importorskip(
@@ -45,18 +45,6 @@ def fake_model(monkeypatch) -> dict:
 
     monkeypatch.setattr(lc, "load_pretrained", load)
     return calls
-
-
-def test_method_scaling() -> None:
-    assert method_scaling("none", 2.0, 8192) is None
-    assert method_scaling("linear", 2.0, 8192) == {"rope_type": "linear", "factor": 2.0}
-    yarn = method_scaling("yarn", 4.0, 8192)
-    assert yarn["original_max_position_embeddings"] == 8192 and yarn["beta_fast"] == 32
-    assert method_scaling("llama3", 2.0, 8192)["high_freq_factor"] == 4.0
-    with pytest.raises(ValueError, match="method"):
-        method_scaling("ntk", 2.0, 8192)
-    with pytest.raises(ValueError, match="factor"):
-        method_scaling("linear", 0.5, 8192)
 
 
 def test_plan_defaults_the_factor_to_length_over_trained_context() -> None:
@@ -117,3 +105,16 @@ def test_command_line(tmp_path, fake_model, capsys) -> None:
     assert long_context_tool.main(["table", "--out", str(out)]) == 0
     stored = json.loads((out / "dynamic-150.json").read_text())
     assert stored["run"]["factor"] == 2.0 and stored["format"] == lc.RESULT_FORMAT
+
+
+def test_run_stretch_and_long_context_blocks() -> None:
+    from posenc_lib.pretrained.long_context import long_context_blocks, run_stretch
+
+    blocks = [{"first_position": 0, "last_position": 1, "nll": 1.0, "perplexity": 2.7},
+              {"first_position": 2, "last_position": 3, "nll": 2.0, "perplexity": 7.4}]
+    results = [{"run": {"method": m, "factor": f, "num_tokens": 16384, "book": "persuasion"},
+                "blocks": blocks} for m, f in (("none", 2.0), ("dynamic", 2.0), ("yarn", 2.0))]
+    assert [run_stretch(r) for r in results] == [1.0, 3.0, 2.0]
+    frame = long_context_blocks(results)
+    assert len(frame) == 6 and frame.kappa.tolist() == [1.0, 1.0, 3.0, 3.0, 2.0, 2.0]
+    assert frame.columns.tolist()[:5] == ["book", "method", "kappa", "factor", "block"]

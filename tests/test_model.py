@@ -497,3 +497,26 @@ def test_new_fields_survive_a_train_config_round_trip() -> None:
     import json
     again = TrainConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert again == config
+
+
+def test_use_sinusoidal_table_adds_the_given_rows_and_never_regrows() -> None:
+    from posenc_lib import sinusoidal_encoding
+
+    torch.manual_seed(0)
+    config = ModelConfig(position="sinusoidal", d_model=16, num_layers=1, num_heads=2,
+                         max_positions=32)
+    model, twin = TransformerLM(config).eval(), TransformerLM(config).eval()
+    twin.load_state_dict(model.state_dict())
+    twin.use_sinusoidal_table(sinusoidal_encoding(8, 16, config.sinusoidal_base))
+    tokens = torch.randint(0, 256, (1, 8))
+    with torch.no_grad():
+        assert torch.allclose(twin(tokens), model(tokens))  # the same table: same logits
+        twin.use_sinusoidal_table(torch.zeros(8, 16))
+        assert not torch.allclose(twin(tokens), model(tokens))
+        with pytest.raises(ValueError, match="8 rows"):
+            twin(torch.randint(0, 256, (1, 9)))
+    with pytest.raises(ValueError, match="d_model"):
+        twin.use_sinusoidal_table(torch.zeros(8, 4))
+    with pytest.raises(ValueError, match="sinusoidal model"):
+        TransformerLM(ModelConfig(position="rope", d_model=16, num_layers=1, num_heads=2)).use_sinusoidal_table(
+            torch.zeros(8, 16))

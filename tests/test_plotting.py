@@ -360,3 +360,20 @@ def test_mark_vertical_writes_its_text_beside_the_line() -> None:
     assert ax.get_legend_handles_labels() == ([], [])  # not in the legend
     with pytest.raises(ValueError, match="side"):
         mark_vertical(ax, 1, "x", side="top")
+
+def test_plot_share_maps_labels_cells_and_leaves_empty_panels() -> None:
+    import numpy as np
+
+    from posenc_book.plotting import plot_share_maps
+
+    grid = np.array([[0.25, np.nan], [1.0, 0.0]])
+    fig = plot_share_maps({"a": grid, "b": None, "c": grid}, {"a": "A", "c": "C"}, ncols=2,
+                          x_ticks=["1", "2"], y_ticks=["0", "1"], x_label="x",
+                          y_label="y", colorbar_label="share")
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["A", "C"]
+    assert sorted(t.get_text() for t in panels[0].texts) == ["0", "100", "25"]  # NaN blank
+    plt.close(fig)
+    with pytest.raises(ValueError, match="ncols"):
+        plot_share_maps({"a": grid}, {"a": "A"}, ncols=0, x_ticks=[], y_ticks=[],
+                        x_label="", y_label="", colorbar_label="")

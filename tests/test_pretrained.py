@@ -174,3 +174,17 @@ def test_rope_config_reads_nested_per_layer_type_parameters() -> None:
                          "partial_rotary_factor": 0.25}))
     with pytest.raises(ValueError, match="partial_rotary_factor=0.25"):
         rope_config(partial)
+
+
+def test_llama_heads_splits_grouped_query_projections() -> None:
+    from torch import nn
+
+    from posenc_lib.pretrained.loading import llama_heads
+
+    attn = nn.Module()
+    attn.head_dim, attn.q_proj = 4, nn.Linear(8, 8, bias=False)  # H = 2
+    attn.k_proj, attn.v_proj = nn.Linear(8, 4, bias=False), nn.Linear(8, 4, bias=False)  # Hkv = 1
+    x = torch.randn(3, 5, 8)
+    q, k, v = llama_heads(attn, x)
+    assert q.shape == (3, 2, 5, 4) and k.shape == v.shape == (3, 1, 5, 4)
+    assert torch.equal(q[:, 1], attn.q_proj(x)[..., 4:])

@@ -124,3 +124,23 @@ def test_plain_text_notation_is_set_as_sub_and_superscripts(text: str, shown: st
 def test_notation_in_a_table_and_plain_text_unchanged() -> None:
     df = pd.DataFrame({"PPL(L_train)": [7.02]}, index=pd.Index(["RoPE"], name="scheme"))
     assert "PPL(L<sub>train</sub>)" in table_html(df) and "L_train" in df.to_string()
+
+
+def test_mean_spread_table_std_and_range() -> None:
+    from posenc_book.tables import mean_spread_table
+
+    data = pd.DataFrame({"model": ["b", "b", "a", "a", "c"], "L": [2, 1, 1, 1, 1],
+                         "PPL": [4.0, 1.0, 1.0, 3.0, 5.0]})
+    table = mean_spread_table(data, "model", "L", "PPL", order=["a", "b", "x"],
+                              labels={"a": "A", "b": "B"}.get, column_label="L = {}")
+    assert table.index.tolist() == ["A", "B"]
+    assert table.columns.tolist() == ["L = 1", "L = 2"]
+    assert table.loc["A", "L = 1"] == "2.00 ± 1.41" and table.loc["A", "L = 2"] == "—"
+    assert table.loc["B", "L = 1"] == "1.00 ± 0.00"  # one value: no spread
+    ranges = mean_spread_table(data, "model", "L", "PPL", spread="range",
+                               number="{:.1f}".format)
+    assert ranges.loc["a", 1] == "2.0 (1.0–3.0)" and ranges.loc["c", 1] == "5.0"
+    with pytest.raises(ValueError, match="spread"):
+        mean_spread_table(data, "model", "L", "PPL", spread="iqr")
+    with pytest.raises(ValueError, match="'seed'"):
+        mean_spread_table(data, "model", "seed", "PPL")

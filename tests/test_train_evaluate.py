@@ -260,3 +260,15 @@ def test_smoothed_losses() -> None:
     assert smoothed_losses([1.0, 2.0], window=2).tolist() == [1.5]
     with pytest.raises(ValueError, match="window"):
         smoothed_losses([1.0, 2.0], window=3)
+
+def test_stretched_fine_tune_is_chapter_11s_recipe() -> None:
+    from posenc_lib import get_scale, stretch_scaling, stretched_fine_tune
+
+    base = get_scale("ci").train_config("rope", 0)
+    config = stretched_fine_tune(base, "dynamic", 4)
+    assert (config.seq_len, config.steps, config.warmup_steps) == (512, 15, 1)
+    assert config.batch_size * config.seq_len == base.batch_size * base.seq_len
+    assert config.lr == base.lr / 5 and config.base == base
+    assert config.rope_scaling == stretch_scaling("dynamic", 4, 128)  # factor 1
+    with pytest.raises(ValueError, match="kappa"):
+        stretched_fine_tune(base, "yarn", 1.0)

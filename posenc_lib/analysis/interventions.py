@@ -32,7 +32,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from posenc_lib.model.attention import SelfAttention, causal_mask
+from posenc_lib.model.attention import SelfAttention, causal_mask, window_band
 from posenc_lib.analysis.attention_maps import rope_pair_dims
 from posenc_lib.encodings.positions import positions_from_mask
 from posenc_lib.model.transformer import TransformerLM
@@ -103,8 +103,10 @@ def band_bias(seq: int, window: int, *, device: torch.device | str | None = None
 
     Keys after the query (t − s < 0) are left at 0: the causal mask removes them.
 
+    The rule is :func:`~posenc_lib.model.attention.window_band` (without ``causal``).
+
     Raises:
-        ValueError: if ``window`` < 1.
+        ValueError: if ``window`` is not an integer ≥ 1.
 
     Example:
         >>> band_bias(3, 2)
@@ -112,11 +114,9 @@ def band_bias(seq: int, window: int, *, device: torch.device | str | None = None
                 [0., 0., 0.],
                 [-inf, 0., 0.]])
     """
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got window={window}")
     positions = torch.arange(seq, device=device)
-    too_far = (positions[:, None] - positions[None, :]) >= window  # (T, S)
-    return torch.zeros(seq, seq, device=device).masked_fill(too_far, float("-inf"))
+    seen = window_band(positions[:, None], positions[None, :], window, causal=False)  # (T, S)
+    return torch.zeros(seq, seq, device=device).masked_fill(~seen, float("-inf"))
 
 
 @contextmanager

@@ -408,8 +408,31 @@ def dynamic_ntk_base(base: float, head_dim: int, factor: float, seq_len: int,
     """
     if seq_len <= original_length:
         return base
-    stretch = factor * seq_len / original_length - (factor - 1)
-    return base * stretch ** (head_dim / (head_dim - 2))
+    return base * dynamic_stretch(factor, seq_len, original_length) ** (head_dim / (head_dim - 2))
+
+
+def dynamic_stretch(factor: float, seq_len: int, original_length: int) -> float:
+    """Dynamic NTK's stretch κ at length L: f·L/L0 − (f − 1) past L0, 1 within it.
+
+    transformers' dynamic rule (emozilla 2023), with f its ``factor``: inside the
+    trained context RoPE is unchanged; f = 1 stretches by exactly L/L0. This is the
+    stretch of the slowest pair's wavelength under :func:`dynamic_ntk_base`.
+
+    Args:
+        factor: f ≥ 1.
+        seq_len: L, the current length (positions).
+        original_length: L0, the trained context (positions).
+
+    Returns:
+        κ ≥ 1 (a float).
+
+    Example:
+        >>> dynamic_stretch(2.0, 16384, 8192)
+        3.0
+    """
+    if seq_len <= original_length:
+        return 1.0
+    return factor * seq_len / original_length - (factor - 1)
 
 
 def yarn_correction_pair(turns: float, head_dim: int, base: float,
@@ -594,3 +617,111 @@ def _llama3(theta: Tensor, params: Mapping) -> Tensor:
     blended = (1 - smooth) * theta / factor + smooth * theta
     kept_or_blended = torch.where(short_band, theta, blended)
     return torch.where(long_band, theta / factor, kept_or_blended)
+
+
+# ------------------------------------------------------------- the book's methods
+
+STRETCH_METHODS: tuple[str, ...] = ("none", "linear", "dynamic", "yarn", "llama3")
+"""The context-extension methods the book compares, in its order (``none``: plain RoPE)."""
+
+
+def method_scaling(method: str, factor: float, original_length: int) -> dict | None:
+    """The ``rope_scaling`` dictionary of a method with Hugging Face's ``factor``.
+
+    ``factor`` is the stretch κ for ``linear``, ``yarn`` and ``llama3``; for ``dynamic``
+    it is Hugging Face's coefficient of the running stretch, factor · L / L0 −
+    (factor − 1) at length L > L0 (see :func:`dynamic_ntk_base`). To set a method for a
+    stretch κ, use :func:`stretch_scaling`.
+
+    ``llama3`` uses Llama 3.1's bands (low_freq_factor 1, high_freq_factor 4); ``yarn``
+    the paper's β = 32, α = 1 (Peng et al. 2023); ``dynamic`` acts past L0 only.
+
+    Args:
+        method: one of :data:`STRETCH_METHODS`.
+        factor: ≥ 1 (see above).
+        original_length: L0, the trained context (positions).
+
+    Returns:
+        The normalised dictionary (:func:`normalize_rope_scaling`), or None for ``none``.
+
+    Raises:
+        ValueError: for an unknown method or a factor below 1.
+
+    Example:
+        >>> method_scaling("linear", 2, 128)
+        {'rope_type': 'linear', 'factor': 2.0}
+    """
+    if method not in STRETCH_METHODS:
+        raise ValueError(f"method must be one of {STRETCH_METHODS}, got method={method!r}")
+    if not factor >= 1:
+        raise ValueError(f"factor must be >= 1 (a stretch of the context), "
+                         f"got factor={factor}")
+    l0 = {_L0: original_length}
+    scaling = {
+        "none": None,
+        "linear": {"rope_type": "linear", "factor": factor},
+        "dynamic": {"rope_type": "dynamic", "factor": factor, **l0},
+        "yarn": {"rope_type": "yarn", "factor": factor, "beta_fast": 32,
+                 "beta_slow": 1, **l0},
+        "llama3": {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, **l0},
+    }[method]
+    return None if scaling is None else normalize_rope_scaling(scaling)
+
+
+def stretch_scaling(method: str, kappa: float, original_length: int) -> dict | None:
+    """A method set for a window of κ · L0: the book's rule (chapter 11).
+
+    PI, YaRN and Llama 3 take ``factor`` κ. Dynamic NTK takes ``factor`` 1 whatever κ:
+    its stretch is then L / L0 at length L, so κ at length κ · L0, and it leaves RoPE
+    unchanged inside the trained context (emozilla 2023; transformers' dynamic rule).
+
+    Args:
+        method: one of :data:`STRETCH_METHODS`.
+        kappa: the stretch κ ≥ 1 (e.g. ``max(1, L / L0)`` for evaluation at length L).
+        original_length: L0, the trained context (positions).
+
+    Returns:
+        :func:`method_scaling`'s dictionary, or None for ``none``.
+
+    Raises:
+        ValueError: for an unknown method or κ below 1.
+
+    Example:
+        >>> stretch_scaling("dynamic", 4, 128)["factor"]
+        1.0
+    """
+    if not kappa >= 1:
+        raise ValueError(f"kappa must be >= 1 (a stretch of the context), got kappa={kappa}")
+    return method_scaling(method, 1.0 if method == "dynamic" else float(kappa), original_length)
+
+
+def critical_pair_index(inverse_frequencies: Tensor, context_length: int) -> int:
+    """The critical pair i_c: the first pair that completes no full turn in training.
+
+    Pair i turns through (L_train − 1)·θ_i radians across a training window; i_c is the
+    first pair with (L_train − 1)·θ_i < 2π (chapter 10). Distances r ≥ L_train give it
+    angles r·θ_{i_c} it never saw (up to r = λ_{i_c}, where it comes round). The pairs
+    are taken in the order given (fastest first for RoPE's θ_i = base^(−2i/d)).
+
+    Args:
+        inverse_frequencies: ``[d/2]`` θ_i in radians per position (any float dtype; the
+            turns are computed in float64), e.g. ``rope_inverse_frequencies(d, base)``.
+        context_length: L_train (positions).
+
+    Returns:
+        i_c, an index into ``inverse_frequencies``.
+
+    Raises:
+        ValueError: if every pair completes a turn (no critical pair).
+
+    Example:
+        >>> critical_pair_index(torch.tensor([1.0, 0.1, 0.001]), 128)
+        2
+    """
+    turns = (context_length - 1) * inverse_frequencies.double() / (2 * math.pi)
+    short = (turns < 1).nonzero()
+    if not len(short):
+        raise ValueError("every pair completes a turn within the context: no critical "
+                         f"pair (context_length={context_length})")
+    return int(short[0])

@@ -40,6 +40,35 @@ def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = N
     return mask.masked_fill(key_positions > query_positions, float("-inf"))
 
 
+def window_band(query_positions: Tensor, key_positions: Tensor, window: int, *,
+                causal: bool = True) -> Tensor:
+    """Which keys a query sees under a sliding window: the one rule of the library.
+
+    True where the distance r = i − j (query position i, key position j) is below
+    ``window``, and, with ``causal``, not negative: each query sees itself and the
+    ``window`` − 1 keys before it (Mistral's and Gemma's ``sliding_window``;
+    transformers' ``kv_idx > q_idx − sliding_window``). Without ``causal`` the keys after
+    the query are left visible, for a mask added to a causal one.
+
+    Args:
+        query_positions, key_positions: int positions that broadcast against each other,
+            e.g. ``[T, 1]`` and ``[1, S]``.
+        window: keys per query, ≥ 1.
+        causal: also hide the keys after the query.
+
+    Returns:
+        A bool tensor of the broadcast shape.
+
+    Raises:
+        ValueError: if ``window`` is not an integer ≥ 1.
+    """
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an integer >= 1, got window={window!r}")
+    distance = query_positions - key_positions
+    inside = distance < window
+    return inside & (distance >= 0) if causal else inside
+
+
 def sliding_window_mask(q_len: int, k_len: int, window: int, *,
                         device: torch.device | str | None = None,
                         dtype: torch.dtype = torch.float32) -> Tensor:
@@ -54,12 +83,12 @@ def sliding_window_mask(q_len: int, k_len: int, window: int, *,
     Raises:
         ValueError: if ``window`` is not an integer ≥ 1, or q_len > k_len.
     """
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be an integer >= 1, got window={window!r}")
-    mask = causal_mask(q_len, k_len, device=device, dtype=dtype)
+    if q_len > k_len:
+        raise ValueError(f"q_len must be <= k_len, got q_len={q_len}, k_len={k_len}")
     query_positions = torch.arange(q_len, device=device)[:, None] + (k_len - q_len)
     key_positions = torch.arange(k_len, device=device)[None, :]
-    return mask.masked_fill(key_positions <= query_positions - window, float("-inf"))
+    seen = window_band(query_positions, key_positions, window)
+    return torch.zeros(q_len, k_len, device=device, dtype=dtype).masked_fill(~seen, float("-inf"))
 
 
 def local_mask(mask: Tensor | None, seq: int, window: int, dtype: torch.dtype,
@@ -240,12 +269,18 @@ class SelfAttention(nn.Module):
         # None: SDPA's own 1/√D, exactly as without logit scaling
         self.scale = None if multiplier == 1.0 else multiplier / math.sqrt(self.head_dim)
 
-    def project(self, x: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Queries, keys and values ``[B, H, T, D]`` for ``x`` ``[B, T, C]``, with RoPE applied to q, k."""
+    def heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values ``[B, H, T, D]`` for ``x`` ``[B, T, C]``, before RoPE: the
+        one place the book's model splits its fused projection into heads."""
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=-1)  # 3 × (B, T, C)
         # (B, T, C) -> (B, H, T, D)
-        q, k, v = (z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
+        return tuple(z.view(b, t, self.num_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
+
+    def project(self, x: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values ``[B, H, T, D]`` for ``x`` ``[B, T, C]``, with RoPE applied to q, k."""
+        t = x.shape[1]
+        q, k, v = self.heads(x)
         if self.rotary is not None:  # positions None: 0 … T−1, cos/sin rows as a view
             q, k = self.rotary(q, positions), self.rotary(k, positions)
         if self.logit_scaling is not None:

@@ -345,6 +345,7 @@ class TransformerLM(nn.Module):
         self.final_norm = nn.LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self._sinusoidal_cache = torch.empty(0, c.d_model)
+        self._sinusoidal_fixed = False  # True after use_sinusoidal_table: never regrown
         # ALiBi's score mask for the last (length, device, dtype) seen: it depends on
         # nothing else, so evaluation and training reuse it instead of rebuilding it
         # every call
@@ -377,10 +378,34 @@ class TransformerLM(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def use_sinusoidal_table(self, table: Tensor) -> None:
+        """Add ``table`` in place of the sinusoidal encoding (e.g. with its columns reordered).
+
+        Args:
+            table: float ``[N, d_model]``; row p is added to the token embedding at position p.
+                It is kept as given (moved to the input's device): a position ≥ N raises
+                rather than regrowing the standard table.
+
+        Raises:
+            ValueError: for a model whose position is not ``"sinusoidal"``, or a table that is
+                not ``[N, d_model]``.
+        """
+        if self.config.position != "sinusoidal":
+            raise ValueError(f"use_sinusoidal_table needs a sinusoidal model, got position={self.config.position!r}")
+        if table.dim() != 2 or table.shape[1] != self.config.d_model:
+            raise ValueError(f"table must be [N, d_model={self.config.d_model}], got {tuple(table.shape)}")
+        self._sinusoidal_cache = table
+        self._sinusoidal_fixed = True
+
     def _sinusoidal(self, positions: Tensor, device: torch.device, dtype: torch.dtype) -> Tensor:
         """Rows of the sinusoidal table for ``positions`` (``[T]`` or ``[B, T]``), cached and grown as needed."""
         needed = int(positions.max()) + 1 if positions.numel() else 0
-        if self._sinusoidal_cache.shape[0] < needed or self._sinusoidal_cache.device != device:
+        if self._sinusoidal_fixed:
+            if self._sinusoidal_cache.shape[0] < needed:
+                raise ValueError(f"the table given to use_sinusoidal_table has {self._sinusoidal_cache.shape[0]} "
+                                 f"rows, position {needed - 1} was asked for")
+            self._sinusoidal_cache = self._sinusoidal_cache.to(device)
+        elif self._sinusoidal_cache.shape[0] < needed or self._sinusoidal_cache.device != device:
             rows = max(needed, 2 * self._sinusoidal_cache.shape[0])
             self._sinusoidal_cache = sinusoidal_encoding(rows, self.config.d_model, self.config.sinusoidal_base).to(device)
         return self._sinusoidal_cache[positions.to(device)].to(dtype)  # (T, C) or (B, T, C)

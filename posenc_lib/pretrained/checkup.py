@@ -54,6 +54,8 @@ import torch
 from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding, rope_inverse_frequencies
+from posenc_lib.encodings.rope_scaling import critical_pair_index
+from posenc_lib.pretrained.loading import llama_heads
 
 LAYOUTS: tuple[str, ...] = ("rotate_half", "interleaved")
 """Pairings of a head's dimensions: i with i + d/2 (GPT-NeoX, Hugging Face Llama), or
@@ -146,16 +148,10 @@ def capture_attention(model: nn.Module, tokens: Tensor) -> list[tuple[Tensor, Te
     return captured
 
 
-def _project(attn: nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    shape = (*x.shape[:-1], -1, attn.head_dim)
-    return tuple(p(x).view(shape).transpose(1, 2) for p in (attn.q_proj, attn.k_proj,
-                                                            attn.v_proj))
-
-
 def _probabilities(attn: nn.Module, x: Tensor, rotary: RotaryEmbedding
                    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(probabilities [B, H, T, T], rotated q [B, H, T, D], rotated k repeated to H, v)."""
-    q, k, v = _project(attn, x)
+    q, k, v = llama_heads(attn, x)
     positions = torch.arange(x.shape[1], device=x.device)
     q, k = rotary(q, positions), rotary(k, positions)
     groups = q.shape[1] // k.shape[1]
@@ -324,8 +320,9 @@ def critical_pair(head_dim: int, base: float, context_length: int,
                   inverse_frequencies: Tensor | None = None) -> dict:
     """Chapter 10's critical pair for a model: i_c, its wavelength, its turns.
 
-    i_c is the first pair with (L_train − 1)·θ_i < 2π; distances r ≥ L_train give it
-    angles r·θ_{i_c} it never saw in training (up to r = λ_{i_c}, where it comes round).
+    i_c is :func:`~posenc_lib.encodings.rope_scaling.critical_pair_index` (the first pair
+    with (L_train − 1)·θ_i < 2π); distances r ≥ L_train give it angles r·θ_{i_c} it never
+    saw in training (up to r = λ_{i_c}, where it comes round).
 
     Args:
         head_dim, base: θ_i = base^(−2i/d), unless ``inverse_frequencies`` is given.
@@ -339,11 +336,7 @@ def critical_pair(head_dim: int, base: float, context_length: int,
     theta = (rope_inverse_frequencies(head_dim, base) if inverse_frequencies is None
              else inverse_frequencies).double()
     turns = (context_length - 1) * theta / (2 * math.pi)
-    short = (turns < 1).nonzero()
-    if not len(short):
-        raise ValueError("every pair completes a turn within the context: no critical "
-                         "pair")
-    i_c = int(short[0])
+    i_c = critical_pair_index(theta, context_length)
     return {"pair": i_c, "pairs": head_dim // 2,
             "wavelength": 2 * math.pi / theta[i_c].item(),
             "turns_within_context": turns[i_c].item(),
@@ -410,7 +403,7 @@ def extension_effect(model: nn.Module, tokens: Tensor, context_length: int,
                      methods: Sequence[str] = ("none", "linear", "yarn")) -> dict:
     """Mean loss (nats per token) past ``context_length`` under each method.
 
-    Each method (:func:`~posenc_lib.pretrained.long_context.method_scaling` at κ = T / L_train) is
+    Each method (:func:`~posenc_lib.encodings.rope_scaling.method_scaling` with factor T / L_train) is
     swapped in with :func:`~posenc_lib.pretrained.loading.use_posenc_rope`, the text scored in
     one pass, and the losses of the predictions at positions ≥ L_train averaged; the
     model's own RoPE comes back at the end.
@@ -419,12 +412,12 @@ def extension_effect(model: nn.Module, tokens: Tensor, context_length: int,
         model: a Llama-style model with plain RoPE.
         tokens: int64 ``[T]``, T > context_length.
         context_length: L_train.
-        methods: names from :data:`~posenc_lib.pretrained.long_context.METHODS`.
+        methods: names from :data:`~posenc_lib.encodings.rope_scaling.STRETCH_METHODS`.
 
     Returns:
         ``{method: mean nll past L_train}``.
     """
-    from posenc_lib.pretrained.long_context import method_scaling
+    from posenc_lib.encodings.rope_scaling import method_scaling
     from posenc_lib.pretrained.loading import token_nll, use_own_rope, use_posenc_rope
 
     if tokens.dim() != 1 or tokens.numel() <= context_length:

@@ -34,9 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import apply_rope
-
-_DTYPE_NAMES = {"float32": torch.float32, "float16": torch.float16,
-                "bfloat16": torch.bfloat16, "float64": torch.float64}
+from posenc_lib.records import DTYPE_NAMES
 
 
 def _field(config, name: str, default=None):
@@ -57,10 +55,10 @@ def _element_bytes(dtype) -> int:
         return dtype
     if isinstance(dtype, str):
         name = dtype.removeprefix("torch.")
-        if name not in _DTYPE_NAMES:
+        if name not in DTYPE_NAMES:
             raise ValueError(f"unknown dtype name {dtype!r}; use one of "
-                             f"{sorted(_DTYPE_NAMES)}, a torch.dtype or a byte count")
-        dtype = _DTYPE_NAMES[name]
+                             f"{sorted(DTYPE_NAMES)}, a torch.dtype or a byte count")
+        dtype = DTYPE_NAMES[name]
     if not isinstance(dtype, torch.dtype):
         raise TypeError("dtype must be a torch.dtype, a dtype name or a byte count, "
                         f"got {type(dtype).__name__}")

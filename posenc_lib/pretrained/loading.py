@@ -161,6 +161,25 @@ def load_pretrained(
     return model.to(device).eval(), tokenizer
 
 
+def llama_heads(attn: nn.Module, hidden_states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Queries, keys and values of a transformers Llama-style attention layer, before RoPE.
+
+    The one place the library applies ``q_proj``, ``k_proj`` and ``v_proj`` and splits
+    heads (as transformers' ``LlamaAttention.forward``).
+
+    Args:
+        attn: the layer (``q_proj``, ``k_proj``, ``v_proj`` and ``head_dim``).
+        hidden_states: ``[B, T, C]``.
+
+    Returns:
+        q ``[B, H, T, D]``, k and v ``[B, Hkv, T, D]`` (Hkv < H under grouped-query
+        attention).
+    """
+    shape = (*hidden_states.shape[:-1], -1, attn.head_dim)
+    return tuple(p(hidden_states).view(shape).transpose(1, 2)
+                 for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+
+
 class PosencRopeAttention(nn.Module):
     """A transformers Llama attention layer rotated by posenc_lib's RotaryEmbedding.
 
@@ -188,10 +207,7 @@ class PosencRopeAttention(nn.Module):
                              "(transformers' Llama passes them to every layer)")
         positions = positions[0] if positions.shape[0] == 1 else positions  # (T)|(B, T)
         input_shape = hidden_states.shape[:-1]  # (B, T)
-        hidden_shape = (*input_shape, -1, attn.head_dim)
-        q = attn.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, H, T, D)
-        k = attn.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, Hkv, T, D)
-        v = attn.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, Hkv, T, D)
+        q, k, v = llama_heads(attn, hidden_states)  # (B, H | Hkv, T, D)
         q, k = self.rotary(q, positions), self.rotary(k, positions)  # posenc_lib's RoPE
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, attn.layer_idx)

@@ -39,13 +39,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pandas as pd
 import torch
 from tqdm import tqdm  # the type of a bar
 
 from posenc_lib.training.data import read_austen_book
 from posenc_lib.training.device import pick_device
-from posenc_lib.encodings.rope_scaling import normalize_rope_scaling
-from posenc_lib.tasks.sweep import _peak_memory, provenance, write_json_atomic
+from posenc_lib.encodings.rope_scaling import STRETCH_METHODS, dynamic_stretch, method_scaling
+from posenc_lib.records import RESULT_FORMAT, peak_memory, provenance, write_json_atomic
+from posenc_lib.records import RUN_DTYPES as DTYPES
 from posenc_lib.pretrained.loading import (
     SMOLLM2,
     block_nll,
@@ -56,47 +58,13 @@ from posenc_lib.pretrained.loading import (
 )
 from posenc_lib.training.progress import progress_bar
 
-METHODS: tuple[str, ...] = ("none", "linear", "dynamic", "yarn", "llama3")
-"""The methods, in the book's order (``none`` is plain RoPE)."""
+METHODS: tuple[str, ...] = STRETCH_METHODS
+"""The methods, in the book's order (``none`` is plain RoPE); defined in rope_scaling."""
 
-RESULT_FORMAT = 1
-"""Version of the result-file layout."""
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def method_scaling(method: str, factor: float, original_length: int) -> dict | None:
-    """The ``rope_scaling`` dictionary of a method at ``factor``, for training length L0.
-
-    ``factor`` is the stretch κ for ``linear``, ``yarn`` and ``llama3``; for ``dynamic`` it
-    is Hugging Face's coefficient of the running stretch (see the module's docstring).
-
-    ``llama3`` uses Llama 3.1's bands (low_freq_factor 1, high_freq_factor 4); ``yarn``
-    the paper's β = 32, α = 1 (Peng et al. 2023); ``dynamic`` acts past L0 only.
-
-    Raises:
-        ValueError: for an unknown method or κ < 1.
-    """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got method={method!r}")
-    if not factor >= 1:
-        raise ValueError(f"factor must be >= 1 (a stretch of the context), "
-                         f"got factor={factor}")
-    l0 = {"original_max_position_embeddings": original_length}
-    scaling = {
-        "none": None,
-        "linear": {"rope_type": "linear", "factor": factor},
-        "dynamic": {"rope_type": "dynamic", "factor": factor, **l0},
-        "yarn": {"rope_type": "yarn", "factor": factor, "beta_fast": 32,
-                 "beta_slow": 1, **l0},
-        "llama3": {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
-                   "high_freq_factor": 4.0, **l0},
-    }[method]
-    return None if scaling is None else normalize_rope_scaling(scaling)
 
 
 @dataclass(frozen=True)
@@ -164,7 +132,7 @@ def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor
                progress: bool = True, started: dict | None = None) -> dict:
     """Score ``tokens`` with ``model`` under ``run``'s method; return the result.
 
-    ``started`` is the :func:`~posenc_lib.tasks.sweep.provenance` taken when the run
+    ``started`` is the :func:`~posenc_lib.records.provenance` taken when the run
     began (the commit whose code is running); by default it is taken now.
     """
     device = next(model.parameters()).device
@@ -196,7 +164,7 @@ def run_method(run: LongContextRun, model: torch.nn.Module, tokens: torch.Tensor
         "rope_scaling": run.rope_scaling,
         "provenance": {**started, "finished_utc": _now()},
         "timing": {"forward_wall_s": wall, "tokens_per_second": tokens.numel() / wall,
-                   "dtype": run.dtype, **_peak_memory(device)},
+                   "dtype": run.dtype, **peak_memory(device)},
         "nll": overall,
         "perplexity": math.exp(overall),
         "predictions": nll.numel(),
@@ -262,6 +230,43 @@ def load_long_context_results(out: Path | str) -> list[dict]:
         raise FileNotFoundError(f"no results directory {out}")
     results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     return sorted(results, key=lambda r: (METHODS.index(r["run"]["method"]), r["name"]))
+
+
+def run_stretch(result: dict) -> float:
+    """The stretch κ a stored run applied over its whole pass of N tokens.
+
+    ``none``: 1; ``linear``, ``yarn``, ``llama3``: the factor; ``dynamic``: transformers'
+    rule at L = N (:func:`~posenc_lib.encodings.rope_scaling.dynamic_stretch`).
+
+    Args:
+        result: one result (:func:`load_long_context_results`), with ``run``'s
+            ``method``, ``factor`` and ``num_tokens``.
+    """
+    run = result["run"]
+    if run["method"] == "none":
+        return 1.0
+    if run["method"] == "dynamic":
+        return dynamic_stretch(run["factor"], run["num_tokens"], SMOLLM2.context_length)
+    return run["factor"]
+
+
+def long_context_blocks(results: Sequence[dict]) -> pd.DataFrame:
+    """Stored long-context runs as one long table: one row per (run, block).
+
+    Args:
+        results: results (:func:`load_long_context_results`), any number of texts.
+
+    Returns:
+        A DataFrame with columns ``book``, ``method``, ``kappa`` (:func:`run_stretch`),
+        ``factor``, ``block`` (0, 1, …), ``first_position``, ``last_position``, ``nll``
+        and ``perplexity``, in the order of ``results``.
+    """
+    rows = [{"book": r["run"]["book"], "method": r["run"]["method"], "kappa": run_stretch(r),
+             "factor": r["run"]["factor"], "block": i,
+             "first_position": b["first_position"], "last_position": b["last_position"],
+             "nll": b.get("nll"), "perplexity": b["perplexity"]}
+            for r in results for i, b in enumerate(r["blocks"])]
+    return pd.DataFrame(rows)
 
 
 def format_block_table(results: Sequence[dict]) -> str:

@@ -44,6 +44,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_lib.encodings.rope import RotaryEmbedding
+from posenc_lib.model.attention import window_band
+from posenc_lib.pretrained.loading import block_nll, llama_heads
 
 MODES: tuple[str, ...] = ("window", "sinks_cache_positions", "sinks_original_positions")
 """The three caches, in the book's order: (a), (b), (c) of chapter 15."""
@@ -142,12 +144,10 @@ def streaming_attention(
         stop = min(t, start + QUERY_BLOCK)
         rows = positions[start:stop, None]  # (block, 1)
         cols = positions[None, :stop]  # (1, keys)
-        distance = rows - cols
-        allowed = distance >= 0
         if config.mode == "window":
-            allowed &= distance < config.cache
-        else:
-            allowed &= (cols < sinks) | (distance < config.recent)
+            allowed = window_band(rows, cols, config.cache)
+        else:  # the sinks, and a window of the recent keys
+            allowed = ((cols < sinks) & (rows >= cols)) | window_band(rows, cols, config.recent)
         scores = q_rot[:, :, start:stop] @ k_rot[:, :, :stop].transpose(-2, -1)
         if config.mode == "sinks_cache_positions":
             sink_scores = q_slot[:, :, start:stop] @ k_sink.transpose(-2, -1)
@@ -241,9 +241,7 @@ class _StreamingLayer:
 def _book_forward(attn: nn.Module, state: _StreamingLayer):
     def forward(x: Tensor, bias=None, positions=None, mask=None) -> Tensor:
         b, t, c = x.shape
-        q, k, v = attn.qkv(x).split(c, dim=-1)
-        q, k, v = (z.view(b, t, attn.num_heads, attn.head_dim).transpose(1, 2)
-                   for z in (q, k, v))
+        q, k, v = attn.heads(x)  # (B, H, T, D), before RoPE
         y = state.attend(q, k, v, attn.scale)
         return attn.out(y.transpose(1, 2).reshape(b, t, c))
     return forward
@@ -260,10 +258,7 @@ class _LlamaStreamingAttention(nn.Module):
                 attention_mask=None, past_key_values=None, **kwargs):
         attn = self.attention
         input_shape = hidden_states.shape[:-1]
-        shape = (*input_shape, -1, attn.head_dim)
-        q = attn.q_proj(hidden_states).view(shape).transpose(1, 2)
-        k = attn.k_proj(hidden_states).view(shape).transpose(1, 2)
-        v = attn.v_proj(hidden_states).view(shape).transpose(1, 2)
+        q, k, v = llama_heads(attn, hidden_states)
         out = self.state.attend(q, k, v, attn.scaling)
         return attn.o_proj(out.transpose(1, 2).reshape(*input_shape, -1)), None
 
@@ -392,11 +387,9 @@ def streaming_nll(model: nn.Module, tokens: Tensor, config: StreamingConfig
     return nll.double().cpu(), share
 
 
-def block_means(nll: Tensor, block: int) -> list[float]:
-    """Mean of each block of ``block`` consecutive entries (the last may be shorter)."""
-    if block < 1:
-        raise ValueError(f"block must be >= 1, got block={block}")
-    return [nll[s : s + block].mean().item() for s in range(0, nll.numel(), block)]
+block_means = block_nll
+"""The block means of an NLL: :func:`~posenc_lib.pretrained.loading.block_nll` (one
+function), under the name chapter 15 and the streaming records use."""
 
 
 def run_pretrained_streaming(out: str, *, num_tokens: int = 4096, cache: int = 1024,
@@ -416,7 +409,7 @@ def run_pretrained_streaming(out: str, *, num_tokens: int = 4096, cache: int = 1
     from pathlib import Path
 
     from posenc_lib.training.data import read_austen_book
-    from posenc_lib.tasks.sweep import _peak_memory, provenance, write_json_atomic
+    from posenc_lib.records import peak_memory, provenance, write_json_atomic
     from posenc_lib.pretrained.loading import load_pretrained, text_tokens, token_nll
 
     started = provenance("cpu")
@@ -441,7 +434,7 @@ def run_pretrained_streaming(out: str, *, num_tokens: int = 4096, cache: int = 1
                                  "mean_nll": nll.mean().item(),
                                  "sink_share": share.tolist(),
                                  "wall_s": round(time.perf_counter() - start, 1)}
-        record["provenance"] = {**started, **_peak_memory(torch.device("cpu"))}
+        record["provenance"] = {**started, **peak_memory(torch.device("cpu"))}
         write_json_atomic(Path(out), record)  # after every mode: a partial run is kept
     return record
 

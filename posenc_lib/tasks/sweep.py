@@ -46,12 +46,7 @@ safe. A Slurm array of four GPU jobs, then the table once they are done::
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
-import platform
-import resource
-import subprocess
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -60,26 +55,22 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-import posenc_lib
 from posenc_lib.training.store import cached_model_path, train_cached
 from posenc_lib.training.data import load_corpus
-from posenc_lib.training.device import device_name, pick_device
+from posenc_lib.training.device import pick_device
 from posenc_lib.training.evaluate import evaluate_perplexity
-from posenc_lib.records import write_atomic
+from posenc_lib.records import RESULT_FORMAT, peak_memory, provenance, write_json_atomic
 from posenc_lib.model.transformer import SCHEMES
 from posenc_lib.training.progress import progress_bar
 # reading stored results needs no torch: they live in posenc_book.stored (the book's build
 # imports them without torch) and are re-exported here, where they were first defined
 from posenc_book.stored import load_results, provenance_label, summarize  # noqa: F401
+from posenc_book.tables import mean_spread_table
 from posenc_lib.training.scales import Scale, get_scale  # noqa: F401  (get_scale: the doctests use it)
 from posenc_lib.training.train import TrainConfig, train
 
 PROTOCOLS: tuple[str, ...] = ("nonoverlapping", "sliding")
 """The two evaluation protocols, in the order results are written."""
-
-RESULT_FORMAT = 1
-"""Version of the result-file layout (bumped when fields change meaning)."""
-
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -201,42 +192,6 @@ def shard_runs(runs: Sequence[RunSpec], shard: int, num_shards: int) -> list[Run
     return list(runs)[shard - 1 :: num_shards]
 
 
-def _git_commit() -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout that holds posenc_lib, or (None, None) outside git."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None, None
-    return commit, bool(status.strip())
-
-
-def provenance(device: torch.device | str) -> dict:
-    """Where and with what a result was produced: commit, versions, device, date (UTC)."""
-    commit, dirty = _git_commit()
-    return {
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "posenc_lib_version": posenc_lib.__version__,
-        "torch_version": torch.__version__,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "device": device_name(device),
-        "device_type": torch.device(device).type,
-        "torch_threads": torch.get_num_threads(),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _peak_memory(device: torch.device) -> dict:
-    if device.type == "cuda":
-        return {"peak_memory_bytes": torch.cuda.max_memory_allocated(device), "peak_memory_kind": "cuda max_memory_allocated during this run"}
-    # ru_maxrss is the whole process's peak resident set (KiB on Linux, bytes on macOS).
-    scale = 1 if sys.platform == "darwin" else 1024
-    return {"peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, "peak_memory_kind": "process peak RSS so far"}
-
-
 def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True, progress: bool = True) -> dict:
     """Train (or load from the model cache) and evaluate one run; returns its result record.
 
@@ -287,17 +242,11 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
             "eval_tokens_scored": eval_tokens,
             "eval_tokens_per_second": eval_tokens / eval_wall if eval_wall > 0 else None,
             "dtype": config.autocast_dtype,
-            **_peak_memory(device),
+            **peak_memory(device),
         },
         "train": {"final_loss": record.losses[-1], "num_parameters": record.num_parameters, "steps": len(record.losses)},
         "evaluations": evaluations,
     }
-
-
-def write_json_atomic(path: Path, obj: dict) -> None:
-    """Write ``obj`` as JSON so that ``path`` holds either the old file or the whole new one."""
-    text = json.dumps(obj, indent=1, allow_nan=False)
-    write_atomic(path, lambda file: file.write(text.encode()))
 
 
 def run_sweep(
@@ -526,11 +475,8 @@ def summary_table(
     if value == "ratio":
         frame = frame[frame["multiple"] > 1]
         column, column_name = "multiple", "L / L_train"
-    stats = frame.groupby(["scheme", column], sort=False)[value].agg(["mean", "std"])
-    stats["std"] = stats["std"].fillna(0.0)  # one seed: no spread to show
-    cells = [f"{mean:.{digits}f} ± {std:.{digits}f}" for mean, std in stats.to_numpy()]
-    table = pd.Series(cells, index=stats.index).unstack(column)
-    table = table.reindex(columns=sorted(frame[column].unique())).fillna("—")
+    table = mean_spread_table(frame, "scheme", column, value,
+                              number=f"{{:.{digits}f}}".format)
     if value == "ratio":
         table.columns = [int(k) if float(k).is_integer() else k for k in table.columns]
     table.index = [scheme_label(s) for s in table.index]

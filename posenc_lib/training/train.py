@@ -425,3 +425,39 @@ def smoothed_losses(losses: list[float], window: int = 20) -> torch.Tensor:
     if not 1 <= window <= len(losses):
         raise ValueError(f"window must be in 1 … {len(losses)} (the number of losses), got window={window}")
     return torch.tensor(losses).unfold(0, window, 1).mean(1)
+
+def stretched_fine_tune(base: TrainConfig, method: str, kappa: float = 4.0) -> FineTuneConfig:
+    """Chapter 11's fine-tune recipe: a RoPE model stretched by κ and trained briefly.
+
+    After Chen et al. 2023 (position interpolation followed by a short fine-tune at the
+    new length): κ · L_train bytes per window, 5 % of the base run's steps, the same bytes
+    per step (batch divided by κ), a fifth of its peak learning rate and one warm-up
+    step, with the method set for the new window by
+    :func:`~posenc_lib.encodings.rope_scaling.stretch_scaling` (dynamic NTK: factor 1).
+
+    Args:
+        base: the RoPE model's :class:`TrainConfig`.
+        method: one of :data:`~posenc_lib.encodings.rope_scaling.STRETCH_METHODS`.
+        kappa: the stretch κ > 1; the new length is round(κ · ``base.seq_len``).
+
+    Returns:
+        The :class:`FineTuneConfig`.
+
+    Raises:
+        ValueError: for an unknown method, κ ≤ 1, or a base that is not RoPE.
+    """
+    # imported here so that this recipe stays one self-contained addition to the module
+    from posenc_lib.encodings.rope_scaling import stretch_scaling
+
+    if not kappa > 1:
+        raise ValueError(f"kappa must be > 1 (a longer window), got kappa={kappa}")
+    seq_len = round(kappa * base.seq_len)
+    return FineTuneConfig(
+        base=base,
+        seq_len=seq_len,
+        steps=max(1, round(0.05 * base.steps)),  # 5 % of the original steps
+        batch_size=max(1, base.batch_size * base.seq_len // seq_len),  # same bytes/step
+        lr=base.lr / 5,
+        warmup_steps=1,
+        rope_scaling=stretch_scaling(method, kappa, base.seq_len),
+    )

@@ -12,11 +12,9 @@ import pandas as pd
 import torch
 
 from posenc_lib.measure import Timing, environment
+from posenc_lib.records import RESULT_FORMAT
+from posenc_lib.records import RUN_DTYPES as DTYPES  # noqa: F401  the suites' dtype choices
 
-RESULT_FORMAT = 1
-"""Version of the benchmark JSON layout."""
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def timing_columns(timing: Timing) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from posenc_lib.pretrained.checkup import checkup, load_model, rope_settings, stored_extension, trained_context
 from posenc_lib.pretrained.loading import text_tokens
-from posenc_lib.tasks.sweep import provenance, write_json_atomic
+from posenc_lib.records import provenance, write_json_atomic
 from posenc_lib.training.data import read_austen_book
 
 

@@ -22,7 +22,8 @@ import torch
 
 from posenc_lib import get_scale, load_corpus, sample_batch, train_cached
 from posenc_lib.training.evaluate import per_position_nll, swap_cost
-from posenc_lib.tasks.sweep import RunSpec, run_one, write_json_atomic
+from posenc_lib.records import write_json_atomic
+from posenc_lib.tasks.sweep import RunSpec, run_one
 
 OUT = Path(__file__).resolve().parents[2] / "results" / "ci-nope-budget"
 CI = get_scale("ci")

@@ -23,7 +23,7 @@ from pathlib import Path
 from posenc_lib import get_scale, load_corpus, train_cached
 from posenc_lib.training.store import passkey_mix_cache_key, passkey_mix_cached
 from posenc_lib.training.evaluate import evaluate_perplexity
-from posenc_lib.tasks.sweep import provenance, write_json_atomic
+from posenc_lib.records import provenance, write_json_atomic
 from posenc_lib.model.transformer import SCHEMES
 from posenc_lib.tasks.retrieval import (
     MARKED_TEMPLATE,

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import torch
 
-from posenc_lib import FineTuneConfig, TransformerLM, get_scale, load_corpus, with_rope_scaling
+from posenc_lib import (FineTuneConfig, TransformerLM, get_scale, load_corpus, stretched_fine_tune,
+                        with_rope_scaling)
 from posenc_lib.training.store import passkey_mix_cache_key, passkey_mix_cached
 from posenc_lib.training.evaluate import evaluate_perplexity
-from posenc_lib.tasks.sweep import provenance, write_json_atomic
-from posenc_lib.pretrained.long_context import method_scaling
+from posenc_lib.records import provenance, write_json_atomic
+from posenc_lib.encodings.rope_scaling import stretch_scaling
 from posenc_lib.tasks.retrieval import (
     MARKED_TEMPLATE,
     PasskeyMixConfig,
@@ -48,8 +49,7 @@ NLL_TOKENS = 16_384  # the first 16 384 test bytes at every L, non-overlapping w
 
 def scaling_at(method: str, length: int) -> dict | None:
     """Chapter 11's rule: κ = L / L_train (dynamic NTK: factor 1, κ set by L)."""
-    factor = 1.0 if method == "dynamic" else max(1.0, length / L_TRAIN)
-    return method_scaling(method, factor, L_TRAIN)
+    return stretch_scaling(method, max(1.0, length / L_TRAIN), L_TRAIN)
 
 
 FT_LENGTH = 4 * L_TRAIN
@@ -57,11 +57,7 @@ FT_LENGTH = 4 * L_TRAIN
 
 def fine_tune_config(base, method: str) -> FineTuneConfig:
     """Chapter 11's fine-tune, for the 1800-step recipe model."""
-    factor = 1.0 if method == "dynamic" else FT_LENGTH / L_TRAIN
-    return FineTuneConfig(base=base, seq_len=FT_LENGTH, steps=round(0.05 * base.steps),
-                          batch_size=base.batch_size * L_TRAIN // FT_LENGTH,
-                          lr=base.lr / 5, warmup_steps=1,
-                          rope_scaling=method_scaling(method, factor, L_TRAIN))
+    return stretched_fine_tune(base, method, FT_LENGTH / L_TRAIN)
 
 
 def mixture_fine_tune(model, recipe: PasskeyMixConfig, config: FineTuneConfig):

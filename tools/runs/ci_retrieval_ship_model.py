@@ -16,7 +16,7 @@ import torch
 
 from posenc_lib import get_scale
 from posenc_lib.training.store import passkey_mix_cache_key, passkey_mix_cached
-from posenc_lib.tasks.sweep import provenance
+from posenc_lib.records import provenance
 from posenc_lib.tasks.retrieval import MARKED_TEMPLATE, PasskeyMixConfig
 
 MODELS = Path(__file__).resolve().parents[2] / "results" / "ci-retrieval" / "models"

@@ -37,11 +37,11 @@ from posenc_lib import (
     fine_tune_cached,
     get_scale,
     load_corpus,
+    stretched_fine_tune,
     train_cached,
     with_rope_scaling,
 )
-from posenc_lib.tasks.sweep import provenance, write_json_atomic
-from posenc_lib.pretrained.long_context import method_scaling
+from posenc_lib.records import provenance, write_json_atomic
 
 OUT = Path(__file__).resolve().parents[2] / "results" / "ci-shipping"
 CI = dataclasses.replace(get_scale("ci"), name="ci-4layers", num_layers=4)
@@ -98,20 +98,9 @@ EVAL_ONLY = {
 
 def fine_tune_config(seed: int, method: str) -> FineTuneConfig:
     """Chapter 11's fine-tuning budget and methods; "abf" raises the base instead."""
-    if method == "abf":
-        scaling = ABF
-    else:
-        scaling = method_scaling(method, 1.0 if method == "dynamic" else KAPPA,
-                                 CI.seq_len)
-    return FineTuneConfig(
-        base=CI.train_config("rope", seed),
-        seq_len=FT_LENGTH,
-        steps=max(1, round(0.05 * CI.steps)),  # 5 % of the original steps
-        batch_size=max(1, CI.batch_size * CI.seq_len // FT_LENGTH),  # same bytes/step
-        lr=CI.lr / 5,
-        warmup_steps=1,
-        rope_scaling=scaling,
-    )
+    config = stretched_fine_tune(CI.train_config("rope", seed),
+                                 "none" if method == "abf" else method, FT_LENGTH / CI.seq_len)
+    return dataclasses.replace(config, rope_scaling=ABF) if method == "abf" else config
 
 
 FINE_TUNES = ("abf", "linear", "yarn", "dynamic")

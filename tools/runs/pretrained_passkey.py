@@ -35,7 +35,7 @@ import torch
 
 from posenc_lib.training.data import read_austen_book
 from posenc_lib.encodings.rope import RotaryEmbedding
-from posenc_lib.tasks.sweep import _git_commit, write_json_atomic
+from posenc_lib.records import git_commit, write_json_atomic
 from posenc_lib.pretrained.long_context import METHODS, method_scaling
 from posenc_lib.pretrained.passkey import score_passkey_lm
 from posenc_lib.pretrained.loading import (
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    commit, dirty = _git_commit()
+    commit, dirty = git_commit()
     deadline = (datetime.datetime.fromisoformat(args.deadline).replace(
         tzinfo=datetime.timezone.utc) if args.deadline else None)
     cfg = json.loads(json.dumps(config()))  # as stored (lists, not tuples)

@@ -1,0 +1,48 @@
+"""posenc_book.stored: passkey runs as a long table, and pooling the seeds that retrieve."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from posenc_book.stored import (
+    load_passkey_runs,
+    passkey_cells,
+    passkey_run_shares,
+    pooled_passkey_accuracy,
+)
+
+
+def _run(scheme: str, seed: int, right_at_train: int) -> dict:
+    rows = [{"length": L, "depth": d, "correct": right_at_train if L == 8 else 1,
+             "trials": 4, "needle_starts": [0, 2], "answer_start": 6}
+            for L in (8, 16) for d in (0.0, 1.0)]
+    rows.append({"length": 32, "depth": 0.0, "correct": None, "trials": 4,
+                 "needle_starts": [], "answer_start": 0})
+    return {"recipe": {"base": {"seed": seed, "model": {"position": scheme}}},
+            "passkey": rows}
+
+
+def test_cells_and_pooling_keep_the_seeds_that_meet_the_bar(tmp_path) -> None:
+    runs = {"rope-0": _run("rope", 0, 4), "rope-1": _run("rope", 1, 3),
+            "alibi-0": _run("alibi", 0, 1), "alibi-1": _run("alibi", 1, 0)}
+    for name, run in runs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(run))
+    assert list(load_passkey_runs(tmp_path, "rope-*.json")) == ["rope-0", "rope-1"]
+    cells = passkey_cells(load_passkey_runs(tmp_path))
+    assert len(cells) == 16 and set(cells.L) == {8, 16}  # the unrun cell left out
+    assert cells.needle_to_answer.iloc[0] == 5.0
+    shares = passkey_run_shares(cells, 8)
+    assert shares.loc[("rope", 0)].tolist() == [1.0, True, True]
+    assert shares.loc[("rope", 1)].tolist() == [0.75, False, False]
+    assert shares.loc[("alibi", 1)].kept  # no alibi run meets the bar: all kept
+    pooled = pooled_passkey_accuracy(cells, 8, by=("L",))
+    assert pooled.loc[("rope", 8)].tolist() == [8, 8, 1.0]  # seed 0 only
+    assert pooled.loc[("alibi", 8)].tolist() == [2, 16, 0.125]  # both seeds
+    with pytest.raises(ValueError, match="bar"):
+        passkey_run_shares(cells, 8, bar=90)
+    with pytest.raises(ValueError, match="train_length"):
+        passkey_run_shares(cells, 128)
+    with pytest.raises(FileNotFoundError, match="nothing"):
+        load_passkey_runs(tmp_path, "nothing*.json")
