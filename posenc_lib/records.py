@@ -41,7 +41,8 @@ def write_atomic(path: Path | str, write: Callable[[IO[bytes]], None]) -> None:
         write: writes the content to the binary file object it is given.
     """
     path = Path(path)
-    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as tmp:
+    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+                                     delete=False) as tmp:
         write(tmp)
         tmp.flush()
         os.fsync(tmp.fileno())

@@ -20,7 +20,8 @@ from posenc_lib.encodings.logit_scaling import (
 from posenc_lib.encodings.rope import RotaryEmbedding
 
 
-def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> Tensor:
+def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = None,
+                dtype: torch.dtype = torch.float32) -> Tensor:
     """Additive causal mask ``[q_len, k_len]``: 0 where key j ≤ query i's position, −inf above.
 
     Queries are aligned to the end of the keys (query i sits at key position i + k_len − q_len),
@@ -200,7 +201,8 @@ def attend(
             given.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError("q, k, v must be [batch, heads, seq, head_dim], got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if mask is not None and bias is not None:
         raise ValueError("give either bias or a finished mask, not both")
     t, s = q.shape[-2], k.shape[-2]

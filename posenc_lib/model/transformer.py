@@ -139,7 +139,8 @@ class ModelConfig:
         if self.position == "rope" and self.head_dim % 2 != 0:
             raise ValueError(f"RoPE rotates pairs, so it needs an even head_dim, got head_dim={self.head_dim}")
         if self.position == "sinusoidal" and self.d_model % 2 != 0:
-            raise ValueError(f"the sinusoidal table pairs sin and cos, so it needs an even d_model, got d_model={self.d_model}")
+            raise ValueError("the sinusoidal table pairs sin and cos, so it needs an even d_model, "
+                             f"got d_model={self.d_model}")
         if self.learned_init not in ("normal", "sinusoidal"):
             raise ValueError(f"learned_init must be 'normal' or 'sinusoidal', got {self.learned_init!r}")
         if self.position == "learned" and self.learned_init == "sinusoidal" and self.d_model % 2 != 0:
@@ -407,7 +408,8 @@ class TransformerLM(nn.Module):
             self._sinusoidal_cache = self._sinusoidal_cache.to(device)
         elif self._sinusoidal_cache.shape[0] < needed or self._sinusoidal_cache.device != device:
             rows = max(needed, 2 * self._sinusoidal_cache.shape[0])
-            self._sinusoidal_cache = sinusoidal_encoding(rows, self.config.d_model, self.config.sinusoidal_base).to(device)
+            table = sinusoidal_encoding(rows, self.config.d_model, self.config.sinusoidal_base)
+            self._sinusoidal_cache = table.to(device)
         return self._sinusoidal_cache[positions.to(device)].to(dtype)  # (T, C) or (B, T, C)
 
     def attention_bias(
@@ -544,10 +546,12 @@ class TransformerLM(nn.Module):
                              f"takes), got dtype {tokens.dtype}: convert with tokens.long()")
         batch, seq = tokens.shape
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
-            raise ValueError(f"token ids must lie in [0, vocab_size={self.config.vocab_size}), got min {int(tokens.min())}, max {int(tokens.max())}")
+            raise ValueError(f"token ids must lie in [0, vocab_size={self.config.vocab_size}), "
+                             f"got min {int(tokens.min())}, max {int(tokens.max())}")
         if attention_mask is not None:
             if attention_mask.shape != (batch, seq):
-                raise ValueError(f"attention_mask must be [batch={batch}, seq={seq}], got shape {tuple(attention_mask.shape)}")
+                raise ValueError(f"attention_mask must be [batch={batch}, seq={seq}], "
+                                 f"got shape {tuple(attention_mask.shape)}")
             if positions is None:
                 positions = positions_from_mask(attention_mask)  # (B, T), 0 at the pads
         if positions is not None:

@@ -122,7 +122,8 @@ class RunSpec:
 
     def to_dict(self) -> dict:
         """JSON-ready (tuples become lists), so it compares equal to a record read back from disk."""
-        record = {"scale": dataclasses.asdict(self.scale), "scheme": self.scheme, "seed": self.seed, "train_length": self.train_length}
+        record = {"scale": dataclasses.asdict(self.scale), "scheme": self.scheme, "seed": self.seed,
+                  "train_length": self.train_length}
         return json.loads(json.dumps(record))
 
 
@@ -208,7 +209,8 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
         torch.cuda.reset_peak_memory_stats(device)
     was_cached = use_cache and cached_model_path(config, device).exists()
     start = time.perf_counter()
-    model, record = train_cached(config, device, progress=progress) if use_cache else train(config, device, progress=progress)
+    trainer = train_cached if use_cache else train
+    model, record = trainer(config, device, progress=progress)
     train_wall = time.perf_counter() - start
     test = load_corpus(config.corpus).test
     use_autocast = config.autocast_dtype == "bfloat16" and device.type == "cuda"
@@ -218,11 +220,13 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
     for protocol, L, stride in progress_bar(plan, desc=f"eval {spec.name}", enabled=progress, leave=False):
         if model.max_length is not None and L > model.max_length:
             # A learned table has no row past L_train: there is no perplexity to report.
-            evaluations.append({"protocol": protocol, "eval_length": L, "stride": stride, "nll": None, "perplexity": None,
-                                "bits_per_byte": None, "tokens_scored": 0, "skipped": f"learned table has {model.max_length} rows"})
+            evaluations.append({"protocol": protocol, "eval_length": L, "stride": stride, "nll": None,
+                                "perplexity": None, "bits_per_byte": None, "tokens_scored": 0,
+                                "skipped": f"learned table has {model.max_length} rows"})
             continue
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
-            result = evaluate_perplexity(model, test, L, stride=stride, max_tokens=scale.sweep_eval_tokens or scale.eval_tokens)
+            result = evaluate_perplexity(model, test, L, stride=stride,
+                                         max_tokens=scale.sweep_eval_tokens or scale.eval_tokens)
         evaluations.append({"protocol": protocol, **result.to_dict()})
     eval_wall = time.perf_counter() - start
     eval_tokens = sum(e["tokens_scored"] for e in evaluations)
@@ -244,7 +248,8 @@ def run_one(spec: RunSpec, device: torch.device | str, *, use_cache: bool = True
             "dtype": config.autocast_dtype,
             **peak_memory(device),
         },
-        "train": {"final_loss": record.losses[-1], "num_parameters": record.num_parameters, "steps": len(record.losses)},
+        "train": {"final_loss": record.losses[-1], "num_parameters": record.num_parameters,
+                  "steps": len(record.losses)},
         "evaluations": evaluations,
     }
 
@@ -286,7 +291,8 @@ def run_sweep(
         if path.exists() and not overwrite:
             stored = json.loads(path.read_text())
             if stored.get("run") != spec.to_dict():
-                raise FileExistsError(f"{path} holds a run with a different configuration; use a new --out or --overwrite")
+                raise FileExistsError(f"{path} holds a run with a different configuration; "
+                                      "use a new --out or --overwrite")
             results[spec.name] = stored
         else:
             todo.append(spec)
@@ -307,7 +313,8 @@ def format_table(summary: dict[str, dict[str, dict[int, tuple[float, float, int]
         lines.append(f"{protocol}: perplexity (mean ± std over seeds)")
         lines.append("scheme".ljust(11) + "".join(f"L={L}".rjust(17) for L in lengths) + "   n")
         for scheme, curve in by_scheme.items():
-            cells = "".join((f"{curve[L][0]:.{digits}f} ± {curve[L][1]:.{digits}f}" if L in curve else "—").rjust(17) for L in lengths)
+            cells = "".join((f"{curve[L][0]:.{digits}f} ± {curve[L][1]:.{digits}f}" if L in curve else "—").rjust(17)
+                            for L in lengths)
             n = max(c[2] for c in curve.values())
             lines.append(scheme.ljust(11) + cells + f"   {n}")
         lines.append("")
