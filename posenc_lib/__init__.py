@@ -286,6 +286,7 @@ from posenc_lib.pretrained.streaming import (
 )
 from posenc_lib.measure import (
     alibi_attention_folded_keys,
+    AttentionVariant,
     attention_bias_bytes,
     benchmark_rows,
     compare,
@@ -295,9 +296,12 @@ from posenc_lib.measure import (
     rope_angle_errors,
     rope_bytes,
     rope_error_in_eps,
+    RopeVariant,
     run_provenance,
+    run_time,
     spread,
     stored_benchmark_runs,
+    traffic_table,
     with_cpu_time_fractions,
 )
 from posenc_lib.players import (
@@ -347,6 +351,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ALIBI_IMPLEMENTATIONS",
+    "AttentionVariant",
     "CAUSAL_BLOCK",
     "Corpus",
     "DEFAULT_INIT_STD",
@@ -364,6 +369,7 @@ __all__ = [
     "RecallTemplate",
     "RidgeProbe",
     "ROPE_TYPES",
+    "RopeVariant",
     "RotaryEmbedding",
     "Scale",
     "SCALES",
@@ -546,6 +552,7 @@ __all__ = [
     "run_provenance",
     "run_stretch",
     "run_sweep",
+    "run_time",
     "sample_batch",
     "sample_recall_windows",
     "scheme_label",
@@ -585,6 +592,7 @@ __all__ = [
     "token_start_label",
     "token_vector_norm",
     "tokens_to_text",
+    "traffic_table",
     "train",
     "train_cached",
     "use_book_style",

@@ -606,6 +606,105 @@ def stored_benchmark_runs(suite: str, series: str) -> list[dict]:
     return runs
 
 
+class RopeVariant:
+    """The names of the RoPE suite's variants (``tools/benchmarks/rope.py``), as its
+    stored rows spell them in ``variant``: one home for the suite and the cost chapter.
+    """
+
+    COPY = "copy into a new tensor (x.clone())"
+    COPY_INTO = "copy into an existing tensor (64 MiB float32)"
+    TRIAD = "triad a = b + s·c (3 × 64 MiB float32)"
+    NAIVE = "naive rotate-half"
+    BEFORE = "posenc_lib at 039df76 (upcast, slices, cat)"
+    PASSES = "four passes over all of x (posenc_lib at bf5fcbc)"
+    LIBRARY = "posenc_lib apply_rope"
+    LIBRARY_OUT = "posenc_lib apply_rope, out= an existing tensor"
+    LIBRARY_IN_PLACE = "posenc_lib apply_rope, in place (out=x)"
+    IN_CACHE = "four passes on one cached block, as often as x has blocks"
+    MODULE = "posenc_lib RotaryEmbedding (the model's path)"
+    MODULE_POSITIONS = "posenc_lib RotaryEmbedding, positions given"
+    COMPLEX = "complex multiply (interleaved)"
+    COMPLEX_OUT = "complex multiply (interleaved), out= an existing tensor"
+    COMPILED_INTO = "torch.compile(one fused expression), out= an existing tensor"
+    COMPILED_NAIVE = "torch.compile(naive rotate-half)"
+
+
+class AttentionVariant:
+    """The names of the attention suite's variants (``tools/benchmarks/attention.py``).
+
+    ``RENAMED`` maps the names older stored runs wrote (e.g. the cost chapter's
+    "series A") to the current ones: ``rows["variant"].replace(AttentionVariant.RENAMED)``.
+    """
+
+    CAUSAL = "causal SDPA (NoPE, sinusoidal, learned)"
+    ROPE = "RoPE: rotate q, k + causal SDPA"
+    ALIBI_BEFORE = "ALiBi: mask built per call, one SDPA call"
+    ALIBI_ONE_CALL = "ALiBi: mask built once, one SDPA call"
+    ALIBI_NOW = "ALiBi: mask built once, query blocks (library)"
+    ALIBI_FLEX = "ALiBi: FlexAttention score_mod"
+    ALIBI_KEYS = "ALiBi: folded into the keys"
+    T5_BEFORE = "T5 bias: bias and mask per call, one SDPA call"
+    T5_NOW = "T5 bias: one lookup per call, query blocks (library)"
+    RENAMED = {
+        "ALiBi: mask built per call, one SDPA call (library before)": ALIBI_BEFORE,
+        "ALiBi: mask built once, query blocks (library now)": ALIBI_NOW,
+        "T5 bias: bias + mask per call, one SDPA call (library before)": T5_BEFORE,
+        "T5 bias: mask lookup per call, query blocks (library now)": T5_NOW,
+    }
+
+
+def run_time(record: dict, end: bool = False):
+    """When a stored run started (``end=False``, from its environment's ``date_utc``)
+    or ended (``end=True``: the time its file was written, ``written_utc``).
+
+    Args:
+        record: a record of :func:`stored_benchmark_runs`.
+        end: the end instead of the start.
+
+    Returns:
+        A UTC ``pandas.Timestamp``.
+    """
+    import pandas as pd
+
+    return record["written_utc"] if end else pd.Timestamp(record["environment"]["date_utc"])
+
+
+def traffic_table(calls: Mapping[str, Callable[[], object]], x: Tensor):
+    """The memory traffic of several ways to rotate ``x`` (RoPE), one row each.
+
+    Args:
+        calls: name -> a call without arguments that returns the rotated ``x``.
+        x: the input the calls rotate, ``[..., seq, head_dim]`` of any float dtype.
+
+    Returns:
+        ``pandas.DataFrame`` indexed by ``implementation`` (the names), with columns
+        ``operations`` (PyTorch operations run), ``new tensors`` (allocations),
+        ``allocated (× x)`` (bytes allocated ÷ bytes of ``x``) and ``moved (× minimum)``
+        (bytes read and written ÷ :func:`rope_bytes`, the least RoPE must move), from
+        :func:`memory_traffic`.
+
+    Raises:
+        TypeError: for an ``x`` that is not a tensor.
+    """
+    import pandas as pd
+
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
+    x_bytes = x.numel() * x.element_size()
+    minimum = rope_bytes(tuple(x.shape), x.dtype)
+    rows = []
+    for name, call in calls.items():
+        traffic = memory_traffic(call)
+        rows.append({
+            "implementation": name,
+            "operations": sum(traffic.operations.values()),
+            "new tensors": traffic.allocations,
+            "allocated (× x)": traffic.bytes_allocated / x_bytes,
+            "moved (× minimum)": traffic.bytes_moved / minimum,
+        })
+    return pd.DataFrame(rows).set_index("implementation")
+
+
 def benchmark_rows(runs: list[dict]):
     """Every measurement of several stored runs as one long table.
 

@@ -378,3 +378,33 @@ def test_rope_error_in_eps_is_in_units_of_the_pair_rounding() -> None:
     assert rope_error_in_eps(rotated, reference, torch.bfloat16) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="share a shape"):
         rope_error_in_eps(rotated[:, :3], reference[:, :3], torch.bfloat16)
+
+
+def test_traffic_table_counts_each_call_against_x_and_the_minimum() -> None:
+    x = torch.randn(1, 2, 16, 8)
+    table = benchmark.traffic_table({"clone": lambda: x.clone()}, x)
+    row = table.loc["clone"]
+    assert list(table.columns) == ["operations", "new tensors", "allocated (× x)", "moved (× minimum)"]
+    assert (row["new tensors"], row["allocated (× x)"]) == (1, 1.0)
+    assert row["moved (× minimum)"] == pytest.approx(2 * x.numel() * 4 / rope_bytes(tuple(x.shape), x.dtype))
+    with pytest.raises(TypeError, match="x must be a tensor"):
+        benchmark.traffic_table({}, [1.0])
+
+
+def test_run_time_reads_start_from_the_environment_and_end_from_the_file() -> None:
+    import pandas as pd
+
+    written = pd.Timestamp("2026-01-02T03:04:05Z")
+    record = {"environment": {"date_utc": "2026-01-02T03:00:00+00:00"}, "written_utc": written}
+    assert benchmark.run_time(record) == pd.Timestamp("2026-01-02T03:00:00Z")
+    assert benchmark.run_time(record, end=True) == written
+
+
+def test_variant_names_are_the_suites_and_renames_reach_current_names() -> None:
+    from tools.benchmarks import attention, rope
+
+    assert rope.LIBRARY == benchmark.RopeVariant.LIBRARY and rope.COPY == benchmark.RopeVariant.COPY
+    assert attention.ALIBI_NOW == benchmark.AttentionVariant.ALIBI_NOW
+    current = {v for k, v in vars(benchmark.AttentionVariant).items() if k.isupper() and k != "RENAMED"}
+    assert set(benchmark.AttentionVariant.RENAMED.values()) <= current
+    assert not set(benchmark.AttentionVariant.RENAMED) & current

@@ -28,6 +28,7 @@ from tools.benchmarks.common import timing_columns
 from posenc_lib.model.alibi_attention import alibi_attention
 from posenc_lib.model.attention import attend, score_mask
 from posenc_lib.measure import (
+    AttentionVariant,
     alibi_attention_folded_keys,
     attention_bias_bytes,
     compare,
@@ -40,15 +41,15 @@ from posenc_lib.training.progress import progress_bar
 
 LENGTHS = (256, 512, 1024, 2048, 4096)
 
-CAUSAL = "causal SDPA (NoPE, sinusoidal, learned)"
-ROPE = "RoPE: rotate q, k + causal SDPA"
-ALIBI_BEFORE = "ALiBi: mask built per call, one SDPA call"
-ALIBI_ONE_CALL = "ALiBi: mask built once, one SDPA call"
-ALIBI_NOW = "ALiBi: mask built once, query blocks (library)"
-ALIBI_FLEX = "ALiBi: FlexAttention score_mod"
-ALIBI_KEYS = "ALiBi: folded into the keys"
-T5_BEFORE = "T5 bias: bias and mask per call, one SDPA call"
-T5_NOW = "T5 bias: one lookup per call, query blocks (library)"
+CAUSAL = AttentionVariant.CAUSAL
+ROPE = AttentionVariant.ROPE
+ALIBI_BEFORE = AttentionVariant.ALIBI_BEFORE
+ALIBI_ONE_CALL = AttentionVariant.ALIBI_ONE_CALL
+ALIBI_NOW = AttentionVariant.ALIBI_NOW
+ALIBI_FLEX = AttentionVariant.ALIBI_FLEX
+ALIBI_KEYS = AttentionVariant.ALIBI_KEYS
+T5_BEFORE = AttentionVariant.T5_BEFORE
+T5_NOW = AttentionVariant.T5_NOW
 
 SCHEME_OF = {
     CAUSAL: "none",

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 
 from tools.benchmarks.common import DTYPES, timing_columns
-from posenc_lib.measure import compare, memory_traffic, rope_bytes
+from posenc_lib.measure import RopeVariant, compare, memory_traffic, rope_bytes
 from posenc_lib.encodings import rope_kernel
 from posenc_lib.encodings.rope import RotaryEmbedding, rope_complex, rope_rotate_half_naive
 from posenc_lib.encodings.rope_kernel import apply_rope_blocked, rotate_passes
@@ -35,22 +35,22 @@ SHAPES = {
 }
 STREAM_NUMEL = 16 * 2**20  # float32 elements of each yardstick tensor: 64 MiB
 
-COPY = "copy into a new tensor (x.clone())"
-COPY_INTO = "copy into an existing tensor (64 MiB float32)"
-TRIAD = "triad a = b + s·c (3 × 64 MiB float32)"
-NAIVE = "naive rotate-half"
-BEFORE = "posenc_lib at 039df76 (upcast, slices, cat)"
-PASSES = "four passes over all of x (posenc_lib at bf5fcbc)"
-LIBRARY = "posenc_lib apply_rope"
-LIBRARY_OUT = "posenc_lib apply_rope, out= an existing tensor"
-LIBRARY_IN_PLACE = "posenc_lib apply_rope, in place (out=x)"
-IN_CACHE = "four passes on one cached block, as often as x has blocks"
-MODULE = "posenc_lib RotaryEmbedding (the model's path)"
-MODULE_POSITIONS = "posenc_lib RotaryEmbedding, positions given"
-COMPLEX = "complex multiply (interleaved)"
-COMPLEX_OUT = "complex multiply (interleaved), out= an existing tensor"
-COMPILED_INTO = "torch.compile(one fused expression), out= an existing tensor"
-COMPILED_NAIVE = "torch.compile(naive rotate-half)"
+COPY = RopeVariant.COPY
+COPY_INTO = RopeVariant.COPY_INTO
+TRIAD = RopeVariant.TRIAD
+NAIVE = RopeVariant.NAIVE
+BEFORE = RopeVariant.BEFORE
+PASSES = RopeVariant.PASSES
+LIBRARY = RopeVariant.LIBRARY
+LIBRARY_OUT = RopeVariant.LIBRARY_OUT
+LIBRARY_IN_PLACE = RopeVariant.LIBRARY_IN_PLACE
+IN_CACHE = RopeVariant.IN_CACHE
+MODULE = RopeVariant.MODULE
+MODULE_POSITIONS = RopeVariant.MODULE_POSITIONS
+COMPLEX = RopeVariant.COMPLEX
+COMPLEX_OUT = RopeVariant.COMPLEX_OUT
+COMPILED_INTO = RopeVariant.COMPILED_INTO
+COMPILED_NAIVE = RopeVariant.COMPILED_NAIVE
 YARDSTICKS = (COPY, COPY_INTO, TRIAD)
 
 
