@@ -311,7 +311,7 @@ def pooled_passkey_accuracy(cells: pd.DataFrame, train_length: int, bar: float =
         by: the columns to pool within, after ``scheme``.
 
     Returns:
-        A DataFrame indexed by (``scheme``, *by) with columns ``correct``, ``trials``
+        A DataFrame indexed by (``scheme``, ``*by``) with columns ``correct``, ``trials``
         and ``accuracy`` (their ratio).
 
     Raises:

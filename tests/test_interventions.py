@@ -169,12 +169,12 @@ def test_interventions_keep_the_padding_mask(scheme: str) -> None:
 
 
 def test_errors() -> None:
-    with pytest.raises(ValueError, match="window must be >= 1"):
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
         band_bias(3, 0)
     with pytest.raises(ValueError, match="offset must be >= 0"):
         with shifted_positions(tiny("rope"), -1):
             pass
-    with pytest.raises(ValueError, match="window must be >= 1"):
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
         with sliding_window(tiny("rope"), 0):
             pass
     with pytest.raises(ValueError, match="need a RoPE model"):
