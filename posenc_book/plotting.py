@@ -781,4 +781,80 @@ def plot_share_maps(
         ax.set_yticks(range(len(y_ticks)), list(y_ticks))
         ax.set_ylabel(y_label)
     fig.colorbar(image, ax=axes, shrink=0.8, label=colorbar_label)
+
+
+def plot_heat_map_grid(
+    images: Sequence,
+    shape: tuple[int, int],
+    *,
+    figsize: tuple[float, float] = (MAX_FIGURE_WIDTH_IN, 4.8),
+    titles: Sequence[str] | None = None,
+    row_labels: Sequence[str] | None = None,
+    xlabel: str | None = None,
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    extent: tuple[float, float, float, float] | None = None,
+    interpolation: str | None = None,
+    xticks: Sequence[float] | None = None,
+    yticks: Sequence[float] | None = None,
+    colorbar_label: str | None = None,
+    extend: str = "neither",
+    suptitle: str | None = None,
+) -> Figure:
+    """A grid of heat maps that share their axes and one colour bar (e.g. layers × heads).
+
+    Each panel is drawn with ``imshow`` on one colour scale, without a grid; only the outer
+    panels keep their tick labels, the left column its y label and the bottom row its x label.
+
+    Args:
+        images: ``rows · cols`` two-dimensional arrays or tensors (any device), row by row.
+        shape: ``(rows, cols)`` of the grid.
+        figsize: the figure's size in inches.
+        titles: one title per panel (same order as ``images``), or None.
+        row_labels: one y label per row (shown on the left column), or None.
+        xlabel: the x label of the bottom row, or None.
+        cmap, vmin, vmax, extent, interpolation: passed to ``imshow`` for every panel.
+        xticks, yticks: tick positions shared by all panels, or None (matplotlib's).
+        colorbar_label: the colour bar's label; extend: its ``extend`` ("max" for values
+            clipped at ``vmax``).
+        suptitle: a title over the grid, or None.
+
+    Returns:
+        The figure (``rows · cols`` panels and the colour bar).
+
+    Raises:
+        ValueError: when the number of images, titles or row labels does not fit ``shape``.
+    """
+    rows, cols = shape
+    if len(images) != rows * cols:
+        raise ValueError(f"images must hold rows · cols = {rows * cols} maps, got {len(images)}")
+    if titles is not None and len(titles) != rows * cols:
+        raise ValueError(f"titles must hold {rows * cols} titles, got {len(titles)}")
+    if row_labels is not None and len(row_labels) != rows:
+        raise ValueError(f"row_labels must hold {rows} labels, got {len(row_labels)}")
+    fig, axes = plt.subplots(rows, cols, figsize=figsize, squeeze=False, sharex=True, sharey=True)
+    for i, (ax, matrix) in enumerate(zip(axes.flat, images)):
+        if hasattr(matrix, "detach"):  # a torch tensor, possibly on a GPU
+            matrix = matrix.detach().cpu().numpy()
+        image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, extent=extent,
+                          interpolation=interpolation)
+        if titles is not None:
+            ax.set_title(titles[i], fontsize="medium")
+        if xticks is not None:
+            ax.set_xticks(xticks)
+        if yticks is not None:
+            ax.set_yticks(yticks)
+        ax.grid(False)
+    for ax in axes.flat:
+        ax.label_outer()
+    for row, ax in enumerate(axes[:, 0]):
+        if row_labels is not None:
+            ax.set_ylabel(row_labels[row])
+    for ax in axes[-1]:
+        if xlabel is not None:
+            ax.set_xlabel(xlabel)
+    fig.colorbar(image, ax=axes, shrink=0.8, label=colorbar_label, extend=extend)
+    if suptitle is not None:
+        fig.suptitle(suptitle)
     return fig

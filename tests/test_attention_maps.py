@@ -234,3 +234,51 @@ def test_far_weight_follows_score() -> None:
     assert follows["share"].tolist() == pytest.approx([(far[1] / far.sum()).item()])
     with pytest.raises(ValueError, match="train_length"):
         far_weight_follows_score(score, weight, 6)
+
+
+def test_alibi_bias_attention_is_the_softmax_of_the_bias_alone():
+    from posenc_lib import alibi_bias, alibi_bias_attention, causal_mask
+
+    weights = alibi_bias_attention(4, 10)
+    assert weights.shape == (4, 10, 10)
+    assert torch.allclose(weights.sum(-1), torch.ones(4, 10))
+    assert (weights.triu(1) == 0).all()  # nothing after the query
+    # head 1 (slope 1/4): key t gets e^0, key t−1 e^(−1/4), … normalised over 0 … t
+    row = torch.exp(-0.25 * torch.arange(9, -1, -1, dtype=torch.float32))
+    assert torch.allclose(weights[0, 9], row / row.sum(), atol=1e-6)
+    assert torch.equal(weights, (alibi_bias(4, 10, 10) + causal_mask(10, 10)).softmax(-1))
+    with pytest.raises(ValueError, match="length"):
+        alibi_bias_attention(4, 0)
+
+
+def test_alibi_padding_error_zero_for_mask_bias_not_for_arange_with_a_gap():
+    from posenc_lib import alibi_bias, alibi_bias_from_mask, alibi_padding_error
+
+    torch.manual_seed(0)
+    left = torch.tensor([[0, 0, 1, 1, 1]])
+    gap = torch.tensor([[1, 1, 0, 0, 1]])
+    for mask in (left, gap):
+        assert alibi_padding_error(mask, alibi_bias_from_mask(4, mask)[0]) < 1e-6
+    assert alibi_padding_error(left, alibi_bias(4, 5, 5)) < 1e-6  # pads on the left: same
+    assert alibi_padding_error(gap, alibi_bias(4, 5, 5)) > 1e-3  # a gap shifts distances
+    with pytest.raises(ValueError, match="attention_mask"):
+        alibi_padding_error(torch.zeros(1, 5), alibi_bias(4, 5, 5))
+    with pytest.raises(ValueError, match="bias"):
+        alibi_padding_error(left, alibi_bias(4, 4, 4))
+
+
+def test_head_table_spreads_layers_into_columns():
+    from posenc_lib import head_table
+
+    table = head_table({"alone": torch.tensor([1.0, 2.0]),
+                        "layer {}": torch.tensor([[3.0, 4.0], [5.0, 6.0]])}, name="what")
+    assert list(table.columns) == ["alone", "layer 1", "layer 2"]
+    assert list(table.index) == [1, 2] and table.index.name == "head h"
+    assert table.columns.name == "what"
+    assert table.loc[2, "layer 2"] == 6.0 and table.loc[1, "alone"] == 1.0
+    with pytest.raises(ValueError, match="heads"):
+        head_table({"a": torch.zeros(2), "b": torch.zeros(3)})
+    with pytest.raises(ValueError, match="columns"):
+        head_table({})
+    with pytest.raises(ValueError, match="must be"):
+        head_table({"a": torch.zeros(1, 2, 3)})

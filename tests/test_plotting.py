@@ -377,3 +377,24 @@ def test_plot_share_maps_labels_cells_and_leaves_empty_panels() -> None:
     with pytest.raises(ValueError, match="ncols"):
         plot_share_maps({"a": grid}, {"a": "A"}, ncols=0, x_ticks=[], y_ticks=[],
                         x_label="", y_label="", colorbar_label="")
+
+
+def test_heat_map_grid_labels_outer_panels_and_shares_one_colour_bar():
+    from posenc_book.plotting import plot_heat_map_grid
+
+    images = [torch.rand(4, 4) for _ in range(6)]
+    fig = plot_heat_map_grid(images, (2, 3), titles=[f"p{i}" for i in range(6)],
+                             row_labels=["row 1", "row 2"], xlabel="key", vmin=0, vmax=1,
+                             colorbar_label="weight", extend="max", suptitle="grid")
+    panels, colorbar = fig.axes[:6], fig.axes[6]
+    assert len(fig.axes) == 7 and colorbar.get_ylabel() == "weight"
+    assert [ax.get_title() for ax in panels] == [f"p{i}" for i in range(6)]
+    assert [ax.get_ylabel() for ax in panels] == ["row 1", "", "", "row 2", "", ""]
+    assert [ax.get_xlabel() for ax in panels] == ["", "", "", "key", "key", "key"]
+    assert panels[4].images[0].get_clim() == (0, 1)
+    assert fig._suptitle.get_text() == "grid"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="images"):
+        plot_heat_map_grid(images, (2, 2))
+    with pytest.raises(ValueError, match="row_labels"):
+        plot_heat_map_grid(images, (2, 3), row_labels=["one"])

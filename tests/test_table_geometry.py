@@ -210,3 +210,21 @@ def test_initial_position_table_is_the_start_of_training_and_keeps_the_rng() -> 
     assert table.shape == (config.model.max_positions, config.model.d_model)
     with pytest.raises(ValueError, match="learned"):
         initial_position_table(get_scale("ci").train_config("rope", seed=0))
+
+
+def test_off_diagonal_and_main_direction():
+    from posenc_lib import main_direction, off_diagonal
+
+    m = torch.arange(9.0).view(3, 3)
+    assert off_diagonal(m).tolist() == [1.0, 2.0, 3.0, 5.0, 6.0, 7.0]
+    with pytest.raises(ValueError, match="square"):
+        off_diagonal(torch.zeros(2, 3))
+    p = torch.arange(10.0)
+    table = torch.stack([-p, 0.01 * torch.randn(10), torch.zeros(10)], 1)  # falls along x
+    coordinate, energy = main_direction(table)
+    assert coordinate.dtype == energy.dtype == torch.float64
+    assert coordinate[-1] > coordinate[0]  # oriented: late rows positive
+    assert torch.allclose(coordinate, p.double() - 4.5, atol=0.05)
+    assert energy[0] > 0.99 and math.isclose(energy.sum().item(), 1.0)
+    with pytest.raises(ValueError, match="table"):
+        main_direction(torch.zeros(1, 3))

@@ -13,12 +13,14 @@ Shapes: B batch, H heads, T sequence, D = head_dim.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import pandas as pd
 import torch
 from torch import Tensor
 
-from posenc_lib.model.attention import SelfAttention
+from posenc_lib.encodings.alibi import alibi_bias
+from posenc_lib.model.attention import SelfAttention, attend, causal_mask
 from posenc_lib.model.transformer import TransformerLM
 
 
@@ -452,3 +454,96 @@ def far_weight_follows_score(score_by_pair: Tensor, weight_by_distance: Tensor,
         shares.append((weight[far][above].sum() / weight[far].sum()).item())
     return {"corr": torch.tensor(corr, dtype=torch.float64),
             "above": torch.tensor(above_counts), "share": torch.tensor(shares, dtype=torch.float64)}
+
+
+def alibi_bias_attention(num_heads: int, length: int) -> Tensor:
+    """The causal attention weights of the ALiBi bias alone, as if every score q·k were 0.
+
+    softmax(−m_h · (t − s) + causal mask) over the keys s (Press et al. 2022, eq. 1 without
+    the content term): the weights a head would give from its slope alone, the baseline
+    against which a trained head's weights are compared.
+
+    Args:
+        num_heads: heads H ≥ 1 (slopes from :func:`~posenc_lib.encodings.alibi.alibi_slopes`).
+        length: sequence length L ≥ 1 (queries and keys).
+
+    Returns:
+        float32 ``[H, L, L]``; row t sums to 1 over keys 0 … t and is 0 after t.
+
+    Raises:
+        ValueError: for num_heads < 1 or length < 1.
+    """
+    if num_heads < 1 or length < 1:
+        raise ValueError(f"num_heads and length must be >= 1, got num_heads={num_heads}, "
+                         f"length={length}")
+    return (alibi_bias(num_heads, length, length) + causal_mask(length, length)).softmax(-1)
+
+
+def alibi_padding_error(attention_mask: Tensor, bias: Tensor, *, head_dim: int = 16) -> float:
+    """How far the real tokens' attention outputs move when a row is padded, with a given bias.
+
+    Draws random q, k, v ``[1, H, T, head_dim]`` (from torch's global generator), attends
+    over the padded row with ``bias`` plus a −inf mask on the pad keys, and compares the
+    real queries' outputs with attention over the real tokens alone (ALiBi bias of their
+    own length, :func:`~posenc_lib.encodings.alibi.alibi_bias`). A bias built from the
+    mask (:func:`~posenc_lib.encodings.alibi.alibi_bias_from_mask`) gives ≈ 0 for any
+    padding; one built from ``arange`` only where the pads are all on the left.
+
+    Args:
+        attention_mask: ``[1, T]``, 1/True for real tokens (at least one).
+        bias: the padded row's bias ``[H, T, T]`` (float32).
+        head_dim: width of the random q, k, v.
+
+    Returns:
+        The largest absolute difference of the real queries' outputs (a Python float).
+
+    Raises:
+        ValueError: for a mask not ``[1, T]`` with a real token, or a bias not ``[H, T, T]``.
+    """
+    if attention_mask.dim() != 2 or attention_mask.shape[0] != 1 or not attention_mask.bool().any():
+        raise ValueError(f"attention_mask must be [1, T] with a real token, got shape "
+                         f"{tuple(attention_mask.shape)}")
+    length = attention_mask.shape[1]
+    if bias.dim() != 3 or tuple(bias.shape[1:]) != (length, length):
+        raise ValueError(f"bias must be [H, {length}, {length}], got {tuple(bias.shape)}")
+    heads = bias.shape[0]
+    q, k, v = torch.randn(3, 1, heads, length, head_dim).unbind(0)
+    real = attention_mask[0].bool()
+    n = int(real.sum())
+    alone = attend(q[:, :, real], k[:, :, real], v[:, :, real], alibi_bias(heads, n, n))
+    pad_keys = torch.zeros(1, 1, 1, length).masked_fill(
+        ~attention_mask.bool()[:, None, None, :], float("-inf"))
+    padded = attend(q, k, v, bias + pad_keys)[:, :, real]  # (1, H, n, d)
+    return (padded - alone).abs().max().item()
+
+
+def head_table(columns: Mapping[str, Tensor], *, name: str | None = None) -> pd.DataFrame:
+    """A table with one row per head: per-head values, and per-layer ones spread into columns.
+
+    Args:
+        columns: column name → ``[H]`` tensor (one column) or ``[layers, H]`` tensor (one
+            column per layer, named ``key.format(layer)`` for layer = 1, 2, …, so the key
+            holds a ``{}``).
+        name: a name for the columns axis (what the numbers are), or None.
+
+    Returns:
+        A float DataFrame indexed by "head h" = 1 … H.
+
+    Raises:
+        ValueError: for an empty ``columns``, a tensor that is not 1-D or 2-D, or
+            disagreeing numbers of heads.
+    """
+    if not columns:
+        raise ValueError("columns must name at least one column")
+    table, heads = {}, {values.shape[-1] for values in columns.values()}
+    if len(heads) != 1:
+        raise ValueError(f"columns must agree on the number of heads, got {sorted(heads)}")
+    for key, values in columns.items():
+        if values.dim() == 1:
+            table[key] = values.tolist()
+        elif values.dim() == 2:
+            table.update({key.format(layer + 1): row.tolist() for layer, row in enumerate(values)})
+        else:
+            raise ValueError(f"column {key!r} must be [H] or [layers, H], got {tuple(values.shape)}")
+    index = pd.Index(range(1, heads.pop() + 1), name="head h")
+    return pd.DataFrame(table, index=index).rename_axis(columns=name)

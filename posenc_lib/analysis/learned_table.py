@@ -407,3 +407,47 @@ def initial_position_table(config) -> Tensor:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         return learned_position_table(TransformerLM(config.model))
+
+
+def off_diagonal(matrix: Tensor) -> Tensor:
+    """The entries of a square matrix off its diagonal, row by row (e.g. the cosines of
+    distinct rows in a :func:`cosine_matrix`).
+
+    Args:
+        matrix: ``[n, n]``, any dtype.
+
+    Returns:
+        ``[n · (n − 1)]``, the matrix's dtype.
+
+    Raises:
+        ValueError: if ``matrix`` is not square and two-dimensional.
+    """
+    if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"matrix must be square [n, n], got shape {tuple(matrix.shape)}")
+    return matrix[~torch.eye(len(matrix), dtype=torch.bool, device=matrix.device)]
+
+
+def main_direction(table: Tensor) -> tuple[Tensor, Tensor]:
+    """Each row's coordinate along a table's main direction (first principal component).
+
+    Centres the rows, takes the SVD (principal component analysis) and orients the first
+    direction so that the last row's coordinate exceeds the first row's (late positions
+    positive, for a position table).
+
+    Args:
+        table: ``[P, d]`` rows (e.g. :func:`learned_position_table`), P ≥ 2; computed in float64.
+
+    Returns:
+        ``(coordinate, energy)``: float64 ``[P]`` coordinates (in the table's units) and
+        float64 ``[min(P, d)]`` shares of the variance along each direction (summing to 1).
+
+    Raises:
+        ValueError: if ``table`` is not two-dimensional with at least two rows.
+    """
+    if table.dim() != 2 or table.shape[0] < 2:
+        raise ValueError(f"table must be [P >= 2, d], got shape {tuple(table.shape)}")
+    rows = table.double()
+    U, singular, _ = torch.linalg.svd(rows - rows.mean(0), full_matrices=False)  # U: [P, r]
+    energy = singular**2 / (singular**2).sum()
+    coordinate = U[:, 0] * singular[0]
+    return coordinate * torch.sign(coordinate[-1] - coordinate[0]), energy
