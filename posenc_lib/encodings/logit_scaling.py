@@ -29,6 +29,8 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
+from posenc_lib.encodings.positions import require_number
+
 LOGIT_SCALING_KINDS: tuple[str, ...] = ("deepseek_yarn", "log_length",
                                         "llama4_temperature")
 """The ``kind`` values :func:`normalize_logit_scaling` accepts."""
@@ -43,16 +45,8 @@ _KEYS: dict[str, tuple[tuple[str, ...], dict]] = {  # (required, optional with d
 
 def _number(params: Mapping, key: str, *, above: float | None = None,
             at_least: float | None = None) -> float:
-    value = params[key]
     where = f"logit_scaling[{key!r}] (kind={params['kind']!r})"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number, got {value!r}")
-    if above is not None and not value > above:
-        raise ValueError(f"{where} must be > {above:g}, got {value!r}")
-    if at_least is not None and not value >= at_least:
-        raise ValueError(f"{where} must be >= {at_least:g}, got {value!r}")
-    return float(value)
+    return require_number(params[key], where, finite=True, above=above, at_least=at_least)
 
 
 def normalize_logit_scaling(logit_scaling: Mapping | None) -> dict | None:

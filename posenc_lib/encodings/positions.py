@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -23,6 +24,29 @@ def require_int(value: object, name: str, minimum: int | None = 0) -> None:
                         f"({type(value).__name__})")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value}")
+
+
+def require_number(value: object, where: str, *, finite: bool = False,
+                   above: float | None = None, at_least: float | None = None) -> float:
+    """``value`` as a float, checked: a real number (not a bool), finite if ``finite``,
+    > ``above`` and ≥ ``at_least`` where given.
+
+    Args:
+        value: the value to check.
+        where: how the error names it, e.g. ``"rope_scaling['factor'] (rope_type='yarn')"``.
+
+    Raises:
+        ValueError: naming ``where``, for a non-number (or a non-finite one when ``finite``),
+            or a number outside the range.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or (finite and not math.isfinite(value)):
+        raise ValueError(f"{where} must be a {'finite ' if finite else ''}number, got {value!r}")
+    if above is not None and not value > above:
+        raise ValueError(f"{where} must be > {above:g}, got {value!r}")
+    if at_least is not None and not value >= at_least:
+        raise ValueError(f"{where} must be >= {at_least:g}, got {value!r}")
+    return float(value)
 
 
 def require_tensor(value: object, name: str, shape: str) -> None:

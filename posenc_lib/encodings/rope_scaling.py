@@ -77,6 +77,7 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
+from posenc_lib.encodings.positions import require_number
 from posenc_lib.encodings.rope_partial import neox_rotary_dim, p_rope_kept_pairs
 
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "dynamic", "yarn", "llama3", "ntk",
@@ -117,14 +118,8 @@ _DERIVED_L0 = ("dynamic", "yarn", "llama3", "longrope")  # L0 from max_position_
 def _number(value: object, key: str, rope_type: str, *, above: float | None = None,
             at_least: float | None = None) -> float:
     """``value`` as a float, checked to be > ``above`` or ≥ ``at_least``."""
-    where = f"rope_scaling[{key!r}] (rope_type={rope_type!r})"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where} must be a number, got {value!r}")
-    if above is not None and not value > above:
-        raise ValueError(f"{where} must be > {above:g}, got {value!r}")
-    if at_least is not None and not value >= at_least:
-        raise ValueError(f"{where} must be >= {at_least:g}, got {value!r}")
-    return float(value)
+    return require_number(value, f"rope_scaling[{key!r}] (rope_type={rope_type!r})",
+                          above=above, at_least=at_least)
 
 
 def normalize_rope_scaling(rope_scaling: Mapping | None, *,
