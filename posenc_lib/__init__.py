@@ -129,7 +129,7 @@ from posenc_lib.model.attention import attend, CAUSAL_BLOCK, causal_mask, score_
 from posenc_lib.model.alibi_attention import (
     alibi_attention,
     alibi_attention_flex,
-    IMPLEMENTATIONS as ALIBI_IMPLEMENTATIONS,
+    ALIBI_IMPLEMENTATIONS,
 )
 from posenc_lib.training.data import (
     bytes_to_tokens,

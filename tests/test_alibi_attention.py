@@ -6,7 +6,7 @@ import torch
 from posenc_lib import alibi_slopes
 from posenc_lib.model.alibi_attention import (
     DEFAULT_IMPLEMENTATION,
-    IMPLEMENTATIONS,
+    ALIBI_IMPLEMENTATIONS,
     alibi_attention,
     alibi_attention_explicit,
 )
@@ -17,13 +17,13 @@ from posenc_lib.model.alibi_attention import (
 def test_implementations_agree(heads: int, causal: bool) -> None:
     q, k, v = (torch.randn(2, heads, 37, 16) for _ in range(3))
     reference = alibi_attention(q, k, v, causal=causal, implementation="explicit")
-    for name in IMPLEMENTATIONS:
+    for name in ALIBI_IMPLEMENTATIONS:
         out = alibi_attention(q, k, v, causal=causal, implementation=name)
         assert out.shape == q.shape and out.dtype == torch.float32
         assert (out - reference).abs().max().item() <= 1e-5, name
 
 
-@pytest.mark.parametrize("name", IMPLEMENTATIONS)
+@pytest.mark.parametrize("name", ALIBI_IMPLEMENTATIONS)
 def test_end_aligned_queries_match_last_rows(name: str) -> None:
     q, k, v = (torch.randn(1, 6, 20, 8) for _ in range(3))
     full = alibi_attention(q, k, v, implementation=name)
@@ -45,9 +45,10 @@ def test_explicit_matches_the_formula_by_hand() -> None:
 def test_custom_slopes_and_default_choice() -> None:
     q, k, v = (torch.randn(1, 3, 9, 8) for _ in range(3))
     slopes = torch.tensor([0.5, -0.5, 0.0])
-    outs = [alibi_attention(q, k, v, slopes, implementation=n) for n in IMPLEMENTATIONS]
+    outs = [alibi_attention(q, k, v, slopes, implementation=n) for n in ALIBI_IMPLEMENTATIONS]
     assert all((o - outs[0]).abs().max().item() <= 1e-5 for o in outs)
-    assert DEFAULT_IMPLEMENTATION["cpu"] in IMPLEMENTATIONS and DEFAULT_IMPLEMENTATION["cuda"] in IMPLEMENTATIONS
+    assert DEFAULT_IMPLEMENTATION["cpu"] in ALIBI_IMPLEMENTATIONS
+    assert DEFAULT_IMPLEMENTATION["cuda"] in ALIBI_IMPLEMENTATIONS
     default = alibi_attention(q, k, v, slopes)
     assert torch.equal(default, alibi_attention(q, k, v, slopes, implementation=DEFAULT_IMPLEMENTATION["cpu"]))
 

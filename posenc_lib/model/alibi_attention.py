@@ -34,7 +34,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from posenc_lib.model.attention import causal_mask
 from posenc_lib.encodings.alibi import alibi_bias, alibi_slopes
 
-IMPLEMENTATIONS: tuple[str, ...] = ("explicit", "sdpa", "flex")
+ALIBI_IMPLEMENTATIONS: tuple[str, ...] = ("explicit", "sdpa", "flex")
 """The names :func:`alibi_attention` accepts."""
 
 DEFAULT_IMPLEMENTATION: dict[str, str] = {"cpu": "sdpa", "cuda": "flex"}
@@ -166,7 +166,7 @@ def alibi_attention(
     causal: bool = True,
     implementation: str | None = None,
 ) -> Tensor:
-    """ALiBi attention by one of :data:`IMPLEMENTATIONS`; all three give the same output.
+    """ALiBi attention by one of :data:`ALIBI_IMPLEMENTATIONS`; all three give the same output.
 
     Args:
         q, k, v, slopes, causal: as :func:`alibi_attention_explicit`.
@@ -186,5 +186,6 @@ def alibi_attention(
     """
     name = implementation or DEFAULT_IMPLEMENTATION.get(q.device.type, "sdpa")
     if name not in _BY_NAME:
-        raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got implementation={implementation!r}")
+        raise ValueError(f"implementation must be one of {ALIBI_IMPLEMENTATIONS}, "
+                         f"got implementation={implementation!r}")
     return _BY_NAME[name](q, k, v, slopes, causal=causal)
