@@ -781,6 +781,7 @@ def plot_share_maps(
         ax.set_yticks(range(len(y_ticks)), list(y_ticks))
         ax.set_ylabel(y_label)
     fig.colorbar(image, ax=axes, shrink=0.8, label=colorbar_label)
+    return fig
 
 
 def plot_heat_map_grid(
