@@ -5,6 +5,8 @@ notebooks (as in ``pytest notebooks/``).
 """
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -43,3 +45,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if hasattr(item, "output_timeout"):  # nbval's IPyNbCell
             item.output_timeout = OUTPUT_TIMEOUT_S
+    longest_files_first(items)
+
+
+TIMES = Path(__file__).parent / "book" / "execution_status.md"
+"""The last measured time of each notebook and test file (written by ``tools/ci_times.py``)."""
+
+
+def measured_times() -> dict[str, float]:
+    """Seconds per file (``notebooks/08_nope.ipynb``, ``tests/test_site.py``) from ``TIMES``."""
+    times = {}
+    text = TIMES.read_text() if TIMES.exists() else ""
+    for name, seconds in re.findall(r"^\| \{doc\}`(\S+) <[^|]*\|[^|]*\| ([\d.]+) \|", text, re.M):
+        times[f"notebooks/{name}.ipynb"] = float(seconds)
+    for name, seconds in re.findall(r"^\| `(tests/\S+\.py)` \|[^|]*\| ([\d.]+) \|", text, re.M):
+        times[name] = float(seconds)
+    return times
+
+
+def longest_files_first(items: list[pytest.Item]) -> None:
+    """Orders the files (each notebook, each test file) longest first, by their last measured time.
+
+    pytest-xdist (``--dist loadfile``) hands whole files to its workers in this order, as each
+    worker frees up; the longest first leave no long file starting last on one worker while the
+    other idles (the order cut CI's wall time; the numbers are in the closing note of the
+    change). Files without a measured time keep their order, after the measured ones. Within a
+    file the order is unchanged (a notebook's cells run top to bottom).
+    """
+    times = measured_times()
+    rank = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        rank.setdefault(path, (-times.get(path, -1.0), len(rank)))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
