@@ -735,3 +735,43 @@ def test_the_fold_check_sees_asserts_at_any_depth() -> None:
     assert visible_asserts("for s in range(3):\n    assert s < 3,\\\n        s") == 2
     assert visible_asserts("def check(p):\n    if p:\n        assert p > 0\n") == 1
     assert visible_asserts("print('assert')") == 0
+
+
+# Inline code, fenced-block lines, math, link targets and roles: no prose inside them.
+NOT_PROSE = re.compile(
+    r"^[ \t]*(?:`{3,}|:{3,})[^\n]*$|\{[\w:-]+\}`[^`]*`|``[^`]*``|`[^`]*`|\$\$.*?\$\$"
+    r"|\$[^$\n]+\$|\]\([^)]*\)",
+    re.S | re.M,
+)
+TYPED_CHAPTER = re.compile(r"\b[Cc]hapters?\s+\d{1,2}\b")
+DOC_LINK = re.compile(r"\{doc\}`([^`<]*?)\s*<([^>`]+)>`")
+PROSE_PAGES = NOTEBOOKS + sorted((ROOT / "book").glob("*.md"))
+
+
+def prose_of(path: Path) -> str:
+    """The Markdown a reader sees: a notebook's Markdown cells, or a page's text."""
+    if path.suffix != ".ipynb":
+        return path.read_text()
+    cells = json.loads(path.read_text())["cells"]
+    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+@pytest.mark.parametrize("path", PROSE_PAGES, ids=lambda p: p.name)
+def test_typed_chapter_numbers_are_links_to_that_chapter(path: Path) -> None:
+    """A chapter named by number in prose is a ``{doc}`` link to that chapter, and the number
+    in the link's text is the target file's number ("chapter 9" links to ``09_…``); so a
+    renumbered chapter fails here instead of leaving stale numbers (issue 39, item 4)."""
+    text = prose_of(path)
+    plain = "".join(NOT_PROSE.split(text))
+    typed = [m.group() for m in TYPED_CHAPTER.finditer(plain)]
+    assert not typed, (
+        f"{path.name}: typed chapter numbers outside a link (write "
+        f"{{doc}}`chapter 9 <09_…>`): {typed}"
+    )
+    wrong = []
+    for label, target in DOC_LINK.findall(text):
+        number = re.fullmatch(r"(?:[Cc]hapters?\s+)?(\d{1,2})", label.strip())
+        name = target.rsplit("/", 1)[-1]
+        if number and not (name[:2].isdigit() and int(name[:2]) == int(number.group(1))):
+            wrong.append(f"{label} -> {target}")
+    assert not wrong, f"{path.name}: a link's chapter number is not its target's: {wrong}"
