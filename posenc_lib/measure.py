@@ -833,8 +833,9 @@ def rope_angle_errors(x: Tensor, positions: Tensor,
         dtypes: names of the angle dtypes: ``"float32"``, ``"bfloat16"``, ``"float16"``.
 
     Returns:
-        dtype name → float64 ``[n]``: the largest absolute difference in each row (NaN
-        where the angles overflow the dtype, e.g. float16 past 65 504).
+        dtype name → float64 ``[n]``: the largest absolute difference in each row; NaN
+        for float16 at the positions it cannot hold (|p| > 65 504, where its angles
+        overflow and :func:`~posenc_lib.encodings.rope.apply_rope` refuses them).
 
     Raises:
         ValueError: for ``x`` that is not float64 ``[n, d]`` or an unknown dtype name.
@@ -846,8 +847,18 @@ def rope_angle_errors(x: Tensor, positions: Tensor,
     unknown = [name for name in dtypes if name not in _ANGLE_DTYPES]
     if unknown:
         raise ValueError(f"dtypes must be among {list(_ANGLE_DTYPES)}, got dtypes={unknown}")
+    from posenc_lib.encodings.rope import FLOAT16_MAX_POSITION
+
+    def rotated(dtype: torch.dtype) -> Tensor:
+        if dtype != torch.float16:
+            return apply_rope(x, positions, angle_dtype=dtype)
+        held = positions.abs() <= FLOAT16_MAX_POSITION  # rows past it: NaN
+        out = torch.full_like(x, math.nan)
+        out[held] = apply_rope(x[held], positions[held], angle_dtype=dtype)
+        return out
+
     reference = apply_rope(x, positions, angle_dtype=torch.float64)
-    return {name: (apply_rope(x, positions, angle_dtype=_ANGLE_DTYPES[name]) - reference).abs().amax(-1)
+    return {name: (rotated(_ANGLE_DTYPES[name]) - reference).abs().amax(-1)
             for name in dtypes}
 
 

@@ -353,3 +353,136 @@ def test_rope_cos_sin_bad_input() -> None:
 def test_positions_from_mask_refuses_a_list() -> None:
     with pytest.raises(TypeError, match=r"attention_mask must be a torch.Tensor .*got list"):
         positions_from_mask([[0, 1, 1]])
+
+
+def test_rotate_pairs_refuses_hugging_faces_full_width_tables_and_says_how_to_convert() -> None:
+    """Hugging Face's cos/sin are [seq, head_dim], each angle twice (cat(freqs, freqs)):
+    refused with the expected shape, the given one and the conversion, which then
+    gives apply_rope's rotation."""
+    x, positions = torch.randn(2, 3, 5, 8), torch.arange(5)
+    angles = positions.float()[:, None] * rope_inverse_frequencies(8)  # (5, 4)
+    emb = torch.cat([angles, angles], dim=-1)  # Hugging Face's layout (5, 8)
+    cos_hf, sin_hf = emb.cos(), emb.sin()
+    with pytest.raises(ValueError) as error:
+        rotate_pairs(x, cos_hf, sin_hf, interleaved=False)
+    message = str(error.value)
+    for part in ("[..., 5, 4]", "(5, 8)", "Hugging Face", "cos[..., :4]"):
+        assert part in message, (part, message)
+    converted = rotate_pairs(x, cos_hf[..., :4], sin_hf[..., :4], interleaved=False)
+    assert torch.equal(converted, apply_rope(x, positions))
+
+
+def test_rotate_pairs_table_shape_errors() -> None:
+    x = torch.randn(1, 2, 5, 8)
+    cos, sin = rope_cos_sin(torch.arange(5), 8)
+    with pytest.raises(ValueError, match="same shape"):
+        rotate_pairs(x, cos, sin[:4], interleaved=False)
+    with pytest.raises(ValueError, match="3 rows .* seq=5"):  # a table for another length
+        rotate_pairs(x, cos[:3], sin[:3], interleaved=False)
+    with pytest.raises(ValueError, match="do not broadcast"):  # batch 3 against batch 1
+        rotate_pairs(x, cos.expand(3, 2, 5, 4), sin.expand(3, 2, 5, 4), interleaved=False)
+    with pytest.raises(ValueError, match=r"head_dim/2\] = \[\.\.\., 5, 4\]"):
+        rotate_pairs(x, cos[..., :2], sin[..., :2], interleaved=False)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        rotate_pairs(x, cos.tolist(), sin, interleaved=False)
+    # one row broadcasts over the sequence, as before
+    one = rotate_pairs(x, cos[3:4], sin[3:4], interleaved=False)
+    assert torch.equal(one, apply_rope(x, torch.full((5,), 3)))
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_seq_dim_rotates_batch_seq_heads_layout_along_the_sequence(interleaved: bool) -> None:
+    """x [batch, seq, heads, head_dim] with seq == heads: the default (seq_dim=-2) reads
+    the heads as the sequence, which no check can see; seq_dim=1 rotates along the
+    sequence, exactly as the [batch, heads, seq, head_dim] layout does."""
+    x = torch.randn(2, 4, 4, 8)  # [batch, seq=4, heads=4, head_dim]
+    positions = torch.arange(10, 14)
+    by_heads = x.transpose(1, 2)  # [batch, heads, seq, head_dim]
+    expected = apply_rope(by_heads, positions, interleaved=interleaved).transpose(1, 2)
+    assert torch.equal(apply_rope(x, positions, interleaved=interleaved, seq_dim=1),
+                       expected)
+    assert torch.equal(apply_rope(x, positions, interleaved=interleaved, seq_dim=-3),
+                       expected)
+    assert not torch.allclose(apply_rope(x, positions, interleaved=interleaved), expected)
+    rope = RotaryEmbedding(8, interleaved=interleaved)
+    assert torch.equal(rope(x, positions, seq_dim=1), expected)
+    assert torch.equal(rope(x, seq_dim=1),
+                       rope(by_heads, torch.arange(4)).transpose(1, 2))
+    batched = torch.stack([positions, positions + 7])  # [batch, seq]
+    assert torch.equal(rope(x, batched, seq_dim=1),
+                       apply_rope(by_heads, batched, interleaved=interleaved).transpose(1, 2))
+    assert torch.equal(apply_rope(x, batched, interleaved=interleaved, seq_dim=1),
+                       rope(x, batched, seq_dim=1))
+
+
+def test_a_layout_mismatch_with_distinct_lengths_names_seq_dim() -> None:
+    x = torch.randn(2, 6, 4, 8)  # [batch, seq=6, heads=4, head_dim]
+    for call in (lambda: apply_rope(x, torch.arange(6)),
+                 lambda: RotaryEmbedding(8)(x, torch.arange(6))):
+        with pytest.raises(ValueError, match=r"seq=4.*got shape \(6,\).*seq_dim=-2.*seq_dim=1"):
+            call()
+    with pytest.raises(ValueError, match=r"seq=6.*got shape \(4,\).*seq_dim=1"):
+        apply_rope(x, torch.arange(4), seq_dim=1)
+    for bad in (-1, 3, 4, -5):
+        with pytest.raises(ValueError, match=f"seq_dim={bad}"):
+            apply_rope(x, torch.arange(4), seq_dim=bad)
+        with pytest.raises(ValueError, match=f"seq_dim={bad}"):
+            RotaryEmbedding(8)(x, torch.arange(4), seq_dim=bad)
+    with pytest.raises(TypeError, match="seq_dim must be an int"):
+        apply_rope(x, torch.arange(6), seq_dim=True)
+    with pytest.raises(ValueError, match="cannot be 0"):  # batch must stay in front
+        apply_rope(x, torch.arange(2).expand(2, 2), seq_dim=0)
+    # without batched positions the sequence may lead
+    seq_first = x[0]  # [seq=6, heads=4, head_dim]
+    assert torch.equal(apply_rope(seq_first, torch.arange(6), seq_dim=0),
+                       apply_rope(seq_first.transpose(0, 1), torch.arange(6)).transpose(0, 1))
+
+
+def test_float16_angles_refuse_positions_float16_cannot_hold() -> None:
+    """float16's largest finite number is 65 504: positions past it would give NaN
+    angles, so angle_dtype=float16 refuses them, naming both; 65 504 itself is finite."""
+    x = torch.randn(1, 2, 2, 8)
+    at_limit = apply_rope(x, torch.tensor([0, 65504]), angle_dtype=torch.float16)
+    assert torch.isfinite(at_limit).all()
+    for too_far in (65505, 70000, -65505):
+        with pytest.raises(ValueError, match=r"angle_dtype=torch.float16.*65504.*"
+                                             f"{abs(too_far)}"):
+            apply_rope(x, torch.tensor([0, too_far]), angle_dtype=torch.float16)
+    # the other dtypes are unaffected at the same position
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        far = apply_rope(x, torch.tensor([0, 70000]), angle_dtype=dtype)
+        assert torch.isfinite(far).all()
+
+
+def test_partial_rotary_factor_rotates_the_first_int_head_dim_times_f_dims() -> None:
+    """rope_scaling with partial_rotary_factor f: the first r = int(head_dim·f)
+    dimensions rotate with a width-r RoPE, bitwise as rotary_dim=r; the rest pass."""
+    x = torch.randn(2, 3, 7, 16)
+    positions = torch.arange(7) * 5
+    for scaling in ({"partial_rotary_factor": 0.25},
+                    {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5}):
+        rope = RotaryEmbedding(16, rope_scaling=scaling)
+        width = int(16 * scaling["partial_rotary_factor"])
+        assert rope.rotary_dim == width and rope.inv_freq.shape == (width // 2,)
+        plain = {k: v for k, v in scaling.items() if k != "partial_rotary_factor"}
+        same = RotaryEmbedding(16, rotary_dim=width, rope_scaling=plain)
+        out = rope(x, positions)
+        assert torch.equal(out, same(x, positions))
+        assert torch.equal(out[..., width:], x[..., width:])
+        assert torch.equal(RotaryEmbedding(16, rotary_dim=width, rope_scaling=scaling)(
+            x, positions), out)  # a rotary_dim that agrees is accepted
+    with pytest.raises(ValueError, match="rotary_dim=8 disagrees.*partial_rotary_factor=0.25"):
+        RotaryEmbedding(16, rotary_dim=8, rope_scaling={"partial_rotary_factor": 0.25})
+    assert RotaryEmbedding(8, rope_scaling={"partial_rotary_factor": 0.25}).rotary_dim == 2
+    with pytest.raises(ValueError, match="rotary_dim=3"):  # int(12 · 0.25) is odd
+        RotaryEmbedding(12, rope_scaling={"partial_rotary_factor": 0.25})
+
+
+def test_partial_rotary_factor_with_dynamic_ntk_past_l0() -> None:
+    """dynamic NTK recomputes θ′_i per length over the rotated width, as rotary_dim=r."""
+    scaling = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}
+    x = torch.randn(1, 2, 20, 32)
+    partial = RotaryEmbedding(32, rope_scaling={**scaling, "partial_rotary_factor": 0.5})
+    explicit = RotaryEmbedding(32, rotary_dim=16, rope_scaling=scaling)
+    for length in (6, 20, 6):
+        assert torch.equal(partial(x[..., :length, :]), explicit(x[..., :length, :]))

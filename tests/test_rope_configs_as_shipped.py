@@ -26,7 +26,7 @@ import math
 import pytest
 import torch
 
-from posenc_lib import normalize_rope_scaling, rope_scaled_frequencies
+from posenc_lib import RotaryEmbedding, normalize_rope_scaling, rope_scaled_frequencies
 from posenc_lib.encodings.mrope import mrope_angles
 from posenc_lib.encodings.rope_partial import dimension_frequencies
 
@@ -394,3 +394,63 @@ def test_mrope_with_scaling_matches_the_vl_rotary_embedding(build, rope_scaling)
     for table, reference in ((angles.cos(), their_cos), (angles.sin(), their_sin)):
         table = torch.cat([table, table], dim=-1) * factor
         assert ((table.double() - reference.double()).abs() <= bound).all(), rope_scaling
+
+
+# How each model applies its partial rotation (transformers 5.23): GPT-NeoX, Qwen3-Next and
+# GLM-4 slice q[..., :rotary_dim] inside apply_rotary_pos_emb (GLM-4 pairs (2i, 2i+1)
+# there, repeating cos[..., :r/2] pair by pair); Phi and StableLM slice in the attention
+# layer and call apply_rotary_pos_emb on the rotated part.
+PARTIAL = {"gpt-neox-20b": ("gpt_neox", True, False), "phi-2": ("phi", False, False),
+           "stablelm-3b-4e1t": ("stablelm", False, False),
+           "Qwen3-Next-80B": ("qwen3_next", True, False),
+           "GLM-4-9B-0414": ("glm4", True, True)}
+
+
+@pytest.mark.parametrize("name", list(PARTIAL))
+def test_rotary_embedding_from_shipped_partial_config_matches_the_model(name: str) -> None:
+    """RotaryEmbedding(head_dim, rope_scaling=config.rope_parameters) rotates only the
+    first int(head_dim·f) dimensions, as the model does, and leaves the rest bitwise
+    unchanged; the rotated ones agree to the cos/sin bound of the module docstring
+    (times the pair's norm, plus the rounding of the products)."""
+    import importlib
+
+    config, rotary_class, head_dim = SHIPPED[name]()
+    module_name, slices_inside, interleaved = PARTIAL[name]
+    modeling = importlib.import_module(
+        f"transformers.models.{module_name}.modeling_{module_name}")
+    shipped = config.rope_parameters
+    fraction = shipped["partial_rotary_factor"]
+    rotary_dim = int(head_dim * fraction)
+    assert fraction < 1 and rotary_dim < head_dim
+
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 3, 16, head_dim, generator=generator)
+    positions = torch.randint(0, 4096, (2, 16), generator=generator)
+    cos, sin = rotary_class(config)(q, positions)  # (2, 16, rotary_dim) each
+    assert cos.shape[-1] == rotary_dim
+    if slices_inside:
+        theirs, _ = modeling.apply_rotary_pos_emb(q, q, cos, sin)
+    else:
+        rotated, _ = modeling.apply_rotary_pos_emb(q[..., :rotary_dim], q[..., :rotary_dim],
+                                                   cos, sin)
+        theirs = torch.cat([rotated, q[..., rotary_dim:]], dim=-1)
+
+    rope = RotaryEmbedding(head_dim, rope_scaling=shipped, interleaved=interleaved)
+    assert rope.rotary_dim == rotary_dim
+    ours = rope(q, positions)
+    assert torch.equal(ours[..., rotary_dim:], q[..., rotary_dim:])
+    assert torch.equal(theirs[..., rotary_dim:], q[..., rotary_dim:])
+    part = q[..., :rotary_dim]
+    pairs = part.unflatten(-1, (-1, 2)) if interleaved \
+        else part.unflatten(-1, (2, -1)).transpose(-1, -2)
+    pair_norm = pairs.norm(dim=-1)  # (2, 3, 16, r/2)
+    pair_norm = pair_norm.repeat_interleave(2, dim=-1) if interleaved \
+        else torch.cat([pair_norm, pair_norm], dim=-1)
+    p = positions[:, None, :, None].double()
+    table = (math.log(shipped["rope_theta"]) / 2 + 6) * EPS * (p + 1)
+    bound = 2 * (table + 2 * EPS) * pair_norm.double()
+    error = (ours[..., :rotary_dim] - theirs[..., :rotary_dim]).abs().double()
+    assert (error <= bound).all(), (name, (error / bound).max())
+    # the whole head would be a different rotation: the pass-through dims matter
+    assert not torch.allclose(ours, RotaryEmbedding(head_dim, shipped["rope_theta"],
+                                                    interleaved=interleaved)(q, positions))

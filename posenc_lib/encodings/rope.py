@@ -11,11 +11,13 @@ are two other ways to write it, to compare with. :func:`positions_from_mask` and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import torch
 from torch import Tensor, nn
 
+from posenc_lib.encodings.rope_partial import neox_rotary_dim
 from posenc_lib.encodings.rope_scaling import (
     normalize_rope_scaling,
     resolve_base,
@@ -62,6 +64,11 @@ def _inverse_frequencies(head_dim: int, base: float, dtype: torch.dtype) -> Tens
 ANGLE_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 """Dtypes :func:`apply_rope` accepts for its angles (float32 is the default and the library's choice)."""
 
+FLOAT16_MAX_POSITION = int(torch.finfo(torch.float16).max)
+"""65 504, float16's largest finite number: the largest |position| :func:`apply_rope`
+accepts with ``angle_dtype=torch.float16`` (a larger one becomes inf or rounds to it, and
+its angles to NaN)."""
+
 
 def _check_x(x: Tensor) -> None:
     """x must be a floating-point tensor: integers would be rotated and truncated."""
@@ -72,8 +79,10 @@ def _check_x(x: Tensor) -> None:
                          f"float64): a rotated integer tensor would be truncated; got dtype {x.dtype}")
 
 
-def _check_positions(positions: Tensor, x: Tensor) -> None:
-    """Integer positions ``[seq]`` or ``[batch, seq]`` that match ``x`` ``[..., seq, head_dim]``."""
+def _check_positions(positions: Tensor, x: Tensor, seq_dim: int = -2) -> None:
+    """Integer positions ``[seq]`` or ``[batch, seq]`` that match ``x`` ``[..., seq, head_dim]``
+    (x with its sequence dimension already moved to −2; ``seq_dim`` is the caller's, for
+    the message)."""
     if not isinstance(positions, Tensor):
         raise TypeError("positions must be an integer torch.Tensor [seq] or [batch, seq] "
                         f"(e.g. torch.arange(seq)), got {type(positions).__name__}")
@@ -83,7 +92,11 @@ def _check_positions(positions: Tensor, x: Tensor) -> None:
     if positions.dtype.is_floating_point or positions.dtype == torch.bool:
         raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
     if positions.dim() not in (1, 2) or positions.shape[-1] != seq:
-        raise ValueError(f"positions must be [seq={seq}] or [batch, seq={seq}], got shape {tuple(positions.shape)}")
+        raise ValueError(f"positions must be [seq={seq}] or [batch, seq={seq}], got shape "
+                         f"{tuple(positions.shape)}: seq is the length of x's dimension "
+                         f"seq_dim={seq_dim} (x of shape {tuple(x.shape)} with that "
+                         "dimension moved to -2); for x [batch, seq, heads, head_dim] pass "
+                         "seq_dim=1")
     if positions.dim() == 2:
         if x.dim() < 3:
             raise ValueError("positions of shape [batch, seq] need x with at least 3 dims [batch, ..., seq, head_dim]")
@@ -96,6 +109,59 @@ def _broadcast_to_heads(table: Tensor, positions: Tensor, x_dim: int) -> Tensor:
     if positions.dim() == 1:
         return table
     return table.reshape(table.shape[0], *([1] * (x_dim - 3)), *table.shape[1:])
+
+
+def _seq_to_minus_2(x: Tensor, seq_dim: int, batched: bool) -> int:
+    """Check ``seq_dim`` for x; return it as a non-negative index (x.dim() − 2 is the
+    default layout ``[..., seq, head_dim]``, which needs no move)."""
+    if isinstance(seq_dim, bool) or not isinstance(seq_dim, int):
+        raise TypeError(f"seq_dim must be an int, got {type(seq_dim).__name__}")
+    if x.dim() < 2 or not -x.dim() <= seq_dim < x.dim() - 1 or seq_dim == -1:
+        raise ValueError(f"seq_dim must name a dimension of x other than head_dim (0 … "
+                         f"{x.dim() - 2} or -{x.dim()} … -2), got seq_dim={seq_dim} for x "
+                         f"of shape {tuple(x.shape)}")
+    dim = seq_dim % x.dim()
+    if batched and dim == 0:
+        raise ValueError("positions [batch, seq] need x's batch in dimension 0, so seq_dim "
+                         "cannot be 0")
+    return dim
+
+
+def _check_tables(x: Tensor, cos: Tensor, sin: Tensor) -> None:
+    """cos and sin ``[..., seq, d/2]`` for x ``[..., seq, d]``, with Hugging Face's
+    full-width tables named in the message."""
+    if not isinstance(x, Tensor) or not isinstance(cos, Tensor) or not isinstance(sin, Tensor):
+        raise TypeError("x, cos and sin must be torch.Tensor")
+    if x.dim() < 2:
+        raise ValueError(f"x must be [..., seq, head_dim], got shape {tuple(x.shape)}")
+    d, seq = x.shape[-1], x.shape[-2]
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and "
+                         f"{tuple(sin.shape)}")
+    if cos.dim() < 2 or cos.shape[-1] != d // 2:
+        hint = ""
+        if cos.dim() >= 1 and cos.shape[-1] == d:
+            hint = (f". These look like Hugging Face's tables [seq, head_dim] (each angle "
+                    f"twice: cos = cat(freqs, freqs).cos()); pass cos[..., :{d // 2}] and "
+                    f"sin[..., :{d // 2}] (its interleaved models, e.g. GLM, also take the "
+                    f"first half). Tables written pair by pair (repeat_interleave) need "
+                    f"cos[..., 0::2] instead")
+        raise ValueError(f"cos and sin must be [..., seq, head_dim/2] = [..., {seq}, "
+                         f"{d // 2}] (one angle per pair) for x of shape {tuple(x.shape)}, "
+                         f"got cos of shape {tuple(cos.shape)}{hint}")
+    if cos.shape[-2] not in (seq, 1):
+        raise ValueError(f"cos and sin have {cos.shape[-2]} rows (positions) but x has "
+                         f"seq={seq} in dimension -2 (x of shape {tuple(x.shape)}); x must be "
+                         "[..., seq, head_dim]: move its sequence dimension there first "
+                         "(e.g. x.transpose(1, 2) for [batch, seq, heads, head_dim])")
+    try:
+        shape = torch.broadcast_shapes(cos.shape, (*x.shape[:-1], d // 2))
+    except RuntimeError:
+        shape = None
+    if shape != (*x.shape[:-1], d // 2):
+        raise ValueError(f"cos and sin of shape {tuple(cos.shape)} do not broadcast against "
+                         f"x of shape {tuple(x.shape)}: they must be [..., seq, head_dim/2] "
+                         "with leading dimensions of size 1 or x's")
 
 
 def _pairs(t: Tensor, interleaved: bool) -> tuple[Tensor, Tensor]:
@@ -123,12 +189,24 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> T
     differ from the kernel's in the last bit).
 
     Args:
-        x: ``[..., seq, d]`` with d even, any float dtype.
-        cos, sin: ``[..., seq, d/2]``, broadcastable against x's leading dims.
+        x: ``[..., seq, d]`` with d even, any float dtype; the sequence is dimension −2
+            (for ``[batch, seq, heads, d]`` pass ``x.transpose(1, 2)``).
+        cos, sin: ``[..., seq, d/2]`` (one angle per pair, ``seq`` rows or 1), any float
+            dtype, broadcastable against x's leading dims. Hugging Face's tables are
+            ``[..., seq, d]`` with every angle twice (``cat(freqs, freqs)``); pass
+            ``cos[..., :d // 2]``. Only the last two dimensions are checked against x:
+            a Hugging Face table of a partial rotation (width rotary_dim) that happens
+            to be d/2 wide cannot be told apart.
         interleaved: the pairing convention (see above).
 
     Returns:
         Tensor with x's shape and dtype.
+
+    Raises:
+        TypeError: if x, cos or sin is not a tensor.
+        ValueError: if cos and sin differ in shape, their last dimension is not d/2
+            (Hugging Face's full-width layout is named, with the conversion), their
+            row count is neither x's seq nor 1, or they do not broadcast against x.
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0]])
@@ -150,16 +228,40 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> T
     return out.to(x.dtype)
 
 
+def _with_table_checks(rotate):
+    """``rotate`` with :func:`_check_tables` first. The checks stay out of the
+    textbook body, which Chapter 5 prints (``inspect.getsource`` follows
+    ``__wrapped__`` to it)."""
+
+    @functools.wraps(rotate)
+    def checked(x: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool) -> Tensor:
+        _check_tables(x, cos, sin)
+        return rotate(x, cos, sin, interleaved=interleaved)
+
+    return checked
+
+
+rotate_pairs = _with_table_checks(rotate_pairs)
+
+
 def _angles(
-    x: Tensor, positions: Tensor, base: float, angle_dtype: torch.dtype
+    x: Tensor, positions: Tensor, base: float, angle_dtype: torch.dtype, seq_dim: int = -2
 ) -> tuple[Tensor, Tensor]:
     """:func:`apply_rope`'s checks, then cos and sin of p·θ_i in ``angle_dtype``:
-    ``[seq, d/2]``, or ``[batch, 1, …, 1, seq, d/2]`` for positions ``[batch, seq]``."""
+    ``[seq, d/2]``, or ``[batch, 1, …, 1, seq, d/2]`` for positions ``[batch, seq]``
+    (x already ``[..., seq, head_dim]``; ``seq_dim`` is the caller's, for messages)."""
     _check_x(x)
-    _check_positions(positions, x)
+    _check_positions(positions, x, seq_dim)
     _check_head_dim(x.shape[-1])
     if angle_dtype not in ANGLE_DTYPES:
         raise ValueError(f"angle_dtype must be one of {ANGLE_DTYPES}, got angle_dtype={angle_dtype}")
+    if angle_dtype == torch.float16 and positions.numel():
+        largest = int(positions.abs().max())
+        if largest > FLOAT16_MAX_POSITION:
+            raise ValueError(f"angle_dtype=torch.float16 holds positions up to "
+                             f"{FLOAT16_MAX_POSITION} (its largest finite number); got "
+                             f"|position| {largest}, whose angles would be NaN. Use "
+                             "angle_dtype=torch.float32 (the default)")
     if angle_dtype == torch.float64:  # the reference: θ_i not rounded to float32 either
         inv_freq = _inverse_frequencies(x.shape[-1], base, torch.float64)
     else:
@@ -177,6 +279,7 @@ def apply_rope(
     base: float = 10000.0,
     interleaved: bool = False,
     angle_dtype: torch.dtype = torch.float32,
+    seq_dim: int = -2,
 ) -> Tensor:
     """Rotate queries or keys by their positions: RoPE(x, p) = R_{Θ,p} x.
 
@@ -186,34 +289,63 @@ def apply_rope(
     q, k and n − m only.
 
     Args:
-        x: ``[..., seq, head_dim]`` (typically ``[batch, heads, seq, head_dim]``), any float dtype.
+        x: ``[..., seq, head_dim]`` (typically ``[batch, heads, seq, head_dim]``), any float
+            dtype; the sequence is dimension ``seq_dim``.
         positions: integer positions, ``[seq]`` (shared by the batch, e.g. ``arange(t0, t0+seq)``
             for a KV cache offset) or ``[batch, seq]`` (per sequence, e.g. from a left-padded mask).
+            Their length must be that of x's dimension ``seq_dim``.
         base: θ_i = base^(−2i/head_dim).
         interleaved: ``False`` pairs dimension i with i + head_dim/2 (rotate-half: GPT-NeoX,
             Hugging Face Llama); ``True`` pairs 2i with 2i+1 (GPT-J, Meta's complex form).
         angle_dtype: dtype in which the angles p·θ_i and their cos/sin are computed. Keep the
             default float32 (what the library and production code use); float64 gives a
-            reference, and bfloat16/float16 show what goes wrong at long positions (float16
-            cannot even hold a position above 65 504).
+            reference, and bfloat16/float16 show what goes wrong at long positions. The
+            angles are formed in this dtype, not formed in float32 and cast (that would
+            hide what it shows); float16 cannot hold a position above 65 504
+            (:data:`FLOAT16_MAX_POSITION`), so such positions are refused.
+        seq_dim: the dimension of x that holds the sequence; −2 (default) for
+            ``[..., seq, head_dim]``, 1 for ``[batch, seq, heads, head_dim]``. A layout
+            that does not match is caught only when its lengths differ: with as many
+            heads as positions, x ``[batch, seq, heads, head_dim]`` passed with the
+            default would be rotated along the heads.
 
     Returns:
         Tensor with x's shape and dtype. The rotation itself is done in float32 (float64 when
         x is float64) whatever x's dtype.
 
     Raises:
-        TypeError: if x or positions is not a tensor (e.g. a Python list).
+        TypeError: if x or positions is not a tensor (e.g. a Python list), or seq_dim is
+            not an int.
         ValueError: if x is not floating point, head_dim is odd, positions are not
-            integers, their shape does not match ``seq`` (and ``batch``),
-            or ``angle_dtype`` is not one of ``ANGLE_DTYPES``.
+            integers, their shape does not match the length of x's dimension
+            ``seq_dim`` (and ``batch``), ``seq_dim`` is the last dimension, out of
+            range, or 0 with positions ``[batch, seq]``, ``angle_dtype`` is not one of
+            ``ANGLE_DTYPES``, or it is float16 and a |position| exceeds 65 504.
 
     Example:
         >>> q = torch.randn(1, 2, 5, 8)
         >>> apply_rope(q, torch.arange(5)).shape
         torch.Size([1, 2, 5, 8])
+        >>> apply_rope(q.transpose(1, 2), torch.arange(5), seq_dim=1).shape  # [b, s, h, d]
+        torch.Size([1, 5, 2, 8])
     """
-    cos, sin = _angles(x, positions, base, angle_dtype)
-    return rotate_pairs(x, cos, sin, interleaved=interleaved)
+    _check_x(x)
+    dim = _seq_to_minus_2(x, seq_dim, isinstance(positions, Tensor) and positions.dim() == 2)
+    moved = dim != x.dim() - 2
+    if moved:
+        x = x.movedim(dim, -2)
+    cos, sin = _angles(x, positions, base, angle_dtype, seq_dim)
+    out = rotate_pairs(x, cos, sin, interleaved=interleaved)
+    return out.movedim(-2, dim) if moved else out
+
+
+def _neox_fraction(params: Mapping) -> float | None:
+    """A normalised dictionary's GPT-NeoX ``partial_rotary_factor`` below 1, or None
+    (none, 1.0, or ``proportional``, which reads it as p-RoPE's share)."""
+    fraction = params.get("partial_rotary_factor", 1.0)
+    if params["rope_type"] == "proportional" or fraction == 1.0:
+        return None
+    return fraction
 
 
 class RotaryEmbedding(nn.Module):
@@ -247,18 +379,26 @@ class RotaryEmbedding(nn.Module):
         base: θ_i = base^(−2i/rotary_dim); None takes ``rope_scaling["rope_theta"]``
             or 10 000.
         interleaved: pairing convention, see :func:`apply_rope`.
-        rotary_dim: how many leading dimensions to rotate (even, ≤ head_dim); default all.
+        rotary_dim: how many leading dimensions to rotate (even, ≤ head_dim); default all,
+            or ``int(head_dim * partial_rotary_factor)`` when ``rope_scaling`` has one.
         rope_scaling: a scaling dictionary in Hugging Face's vocabulary
             (``rope_scaling`` or v5's ``rope_parameters``), or None for plain RoPE
-            (bit-identical to no argument).
+            (bit-identical to no argument). Its ``partial_rotary_factor`` f < 1 (not
+            with ``"proportional"``, which reads f as p-RoPE's share) rotates the first
+            r = int(head_dim · f) dimensions with the frequencies of a head r wide and
+            passes the rest through, as transformers' GPT-NeoX, Phi, StableLM,
+            Qwen3-Next and GLM-4 do.
         p_rope_pairs: p-RoPE: how many pairs keep their frequency (1 … rotary_dim/2);
             None (default) keeps all, bit-identical to no argument.
 
     Raises:
-        ValueError: for odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``,
+        ValueError: for odd ``head_dim``/``rotary_dim``, ``rotary_dim > head_dim``, a
+            ``rotary_dim`` that disagrees with ``partial_rotary_factor`` (or a factor
+            whose int(head_dim · f) is odd or 0),
             ``p_rope_pairs`` outside 1 … rotary_dim/2, a bad ``rope_scaling`` (see
             :func:`~posenc_lib.encodings.rope_scaling.normalize_rope_scaling`), or x
-            whose last dimension is not ``head_dim``.
+            whose last dimension is not ``head_dim``; in ``forward``, as
+            :func:`apply_rope` for positions and ``seq_dim``.
 
     Example:
         >>> rope = RotaryEmbedding(8)
@@ -278,17 +418,24 @@ class RotaryEmbedding(nn.Module):
     ) -> None:
         super().__init__()
         _check_head_dim(head_dim)
+        self.rope_scaling = normalize_rope_scaling(rope_scaling)
+        partial = _neox_fraction(self.rope_scaling)
+        if partial is not None:  # Hugging Face's partial_rotary_factor: r = int(d·f)
+            implied = neox_rotary_dim(head_dim, partial)
+            if rotary_dim is not None and rotary_dim != implied:
+                raise ValueError(f"rotary_dim={rotary_dim} disagrees with rope_scaling's "
+                                 f"partial_rotary_factor={partial}, which rotates "
+                                 f"int(head_dim * factor) = {implied} of head_dim={head_dim}; "
+                                 "give one of them")
+            rotary_dim = implied
         rotary_dim = head_dim if rotary_dim is None else rotary_dim
         _check_head_dim(rotary_dim, "rotary_dim")
         if rotary_dim > head_dim:
             raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got rotary_dim={rotary_dim}")
         self.head_dim, self.rotary_dim = head_dim, rotary_dim
-        self.rope_scaling = normalize_rope_scaling(rope_scaling)
         self.base, self.interleaved = resolve_base(base, self.rope_scaling), interleaved
         # float32 θ′_i (not a buffer) and YaRN's q/k scale (1.0 for the other methods)
-        self.inv_freq, self.attention_factor = rope_scaled_frequencies(
-            rotary_dim, self.base, self.rope_scaling
-        )
+        self.inv_freq, self.attention_factor = self._frequencies(None)
         self.p_rope_pairs = p_rope_pairs
         if p_rope_pairs is not None:
             pairs = rotary_dim // 2
@@ -300,6 +447,14 @@ class RotaryEmbedding(nn.Module):
         self._cos = torch.empty(0, rotary_dim // 2)
         self._sin = torch.empty(0, rotary_dim // 2)
         self._cache_seq_len: int | None = None  # length whose dynamic θ′_i are cached
+
+    def _frequencies(self, seq_len: int | None) -> tuple[Tensor, float]:
+        """θ′_i for the rotated width, and the attention factor. With
+        ``partial_rotary_factor`` in the dictionary, rope_scaled_frequencies takes the
+        full head_dim and narrows it to rotary_dim itself."""
+        width = self.head_dim if _neox_fraction(self.rope_scaling) is not None \
+            else self.rotary_dim
+        return rope_scaled_frequencies(width, self.base, self.rope_scaling, seq_len)
 
     def _keep_fastest(self, inv_freq: Tensor) -> Tensor:
         """p-RoPE: θ_i unchanged for the first ``p_rope_pairs`` pairs, 0 after them."""
@@ -329,9 +484,7 @@ class RotaryEmbedding(nn.Module):
             return
         inv_freq = self.inv_freq
         if seq_len is not None:  # dynamic NTK past L0: θ′_i for this length
-            inv_freq, _ = rope_scaled_frequencies(
-                self.rotary_dim, self.base, self.rope_scaling, seq_len
-            )
+            inv_freq, _ = self._frequencies(seq_len)
             inv_freq = self._keep_fastest(inv_freq)
         if same_frequencies:  # grow geometrically, not by one each step
             length = max(length, 2 * self._cos.shape[0])
@@ -343,7 +496,8 @@ class RotaryEmbedding(nn.Module):
             self._sin = self._sin * self.attention_factor
         self._cache_seq_len = seq_len
 
-    def forward(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, positions: Tensor | None = None, *,
+                seq_dim: int = -2) -> Tensor:
         """Rotate ``x`` ``[..., seq, head_dim]`` by integer ``positions`` ``[seq]`` or ``[batch, seq]``.
 
         Positions may be offsets (a KV cache: the token at step t alone,
@@ -353,16 +507,25 @@ class RotaryEmbedding(nn.Module):
         same result. ``positions=None`` means 0 … seq − 1: the first rows of the cache,
         taken as a view (no lookup), which is what a model without padding or offsets
         needs.
+
+        ``seq_dim`` names x's sequence dimension, as in :func:`apply_rope`: −2
+        (default) for ``[..., seq, head_dim]``, 1 for ``[batch, seq, heads, head_dim]``.
+        Positions whose length is not that dimension's raise ValueError; with
+        ``positions=None`` nothing can be checked, and x ``[batch, seq, heads,
+        head_dim]`` passed with the default is rotated along the heads.
         """
         _check_x(x)
         if x.dim() < 2 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must be [..., seq, head_dim={self.head_dim}], got shape {tuple(x.shape)}")
+        dim = _seq_to_minus_2(x, seq_dim, isinstance(positions, Tensor) and positions.dim() == 2)
+        if dim != x.dim() - 2:
+            return self(x.movedim(dim, -2), positions).movedim(-2, dim)
         if positions is None:
             seq = x.shape[-2]
             self._extend_cache(seq, x.device)
             cos, sin = self._cos[:seq], self._sin[:seq]  # (seq, r/2) float32 views
         else:
-            _check_positions(positions, x)
+            _check_positions(positions, x, seq_dim)
             positions = positions.to(x.device)
             distance = positions.abs()
             longest = int(distance.max()) + 1 if distance.numel() else 0
@@ -446,13 +609,17 @@ def rope_cos_sin(
         positions: integer tensor ``[seq]`` or ``[batch, seq]``; negative positions rotate
             backwards.
         head_dim: the rotated width d (``rotary_dim`` for partial rotary); even, ≥ 2.
+            With ``partial_rotary_factor`` f in ``rope_scaling`` pass the full head
+            width instead: the table is then that of r = int(head_dim · f), as
+            :class:`RotaryEmbedding` with the same dictionary.
         base: θ_i = base^(−2i/head_dim); None takes ``rope_scaling["rope_theta"]`` or
             10 000.
         rope_scaling: a context-extension method in Hugging Face's vocabulary (see
             :mod:`~posenc_lib.encodings.rope_scaling`), or None for plain RoPE.
 
     Returns:
-        ``(cos, sin)``, each ``[..., seq, head_dim // 2]`` float32 on positions' device.
+        ``(cos, sin)``, each ``[..., seq, head_dim // 2]`` (``r // 2`` with
+        ``partial_rotary_factor``) float32 on positions' device.
 
     Raises:
         TypeError: if positions is not a tensor.

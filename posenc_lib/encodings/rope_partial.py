@@ -21,7 +21,8 @@ So GPT-NeoX leaves the trailing d − r dimensions untouched, p-RoPE the dimensi
 {i, i + d/2 : i ≥ k}. :func:`dimension_frequencies` returns, for every dimension of
 the head, the frequency at which it turns under either form, which makes the
 difference explicit. A :class:`~posenc_lib.encodings.rope.RotaryEmbedding` does the
-first with ``rotary_dim=r`` and the second with ``p_rope_pairs=k``; a Hugging Face
+first with ``rotary_dim=r`` (or ``rope_scaling={"partial_rotary_factor": f}``) and
+the second with ``p_rope_pairs=k``; a Hugging Face
 ``rope_parameters`` dictionary names them ``partial_rotary_factor`` and
 ``{"rope_type": "proportional", "partial_rotary_factor": p}``, and
 :func:`~posenc_lib.encodings.rope_scaling.rope_scaled_frequencies` reads both through
