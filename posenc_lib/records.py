@@ -1,6 +1,7 @@
 """Result and model files: written safely (a reader sees the old file or the whole new one),
 with one layout version, one set of dtype names and one provenance record for every tool
-that writes results (the sweep, the pretrained-model runs, the benchmarks)."""
+that writes results (the sweep, the pretrained-model runs, the benchmarks), and one rule for
+resuming a set of planned runs from their result files (:class:`ResultFiles`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import resource
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Generic, Protocol, TypeVar
 
 import torch
 
@@ -57,6 +58,69 @@ def write_json_atomic(path: Path | str, obj: dict) -> None:
     """
     text = json.dumps(obj, indent=1, allow_nan=False)
     write_atomic(path, lambda file: file.write(text.encode()))
+
+
+class PlannedRun(Protocol):
+    """A run a results folder can hold: its file is ``<name>.json``, its ``to_dict()`` is stored
+    under the result's ``"run"``."""
+
+    @property
+    def name(self) -> str: ...
+
+    def to_dict(self) -> dict: ...
+
+
+_Run = TypeVar("_Run", bound=PlannedRun)
+
+
+class ResultFiles(Generic[_Run]):
+    """The results of planned runs in a folder, one file ``<run name>.json`` a run: which are
+    stored already and which are left to run — the rule that lets a sweep resume.
+
+    A run whose file exists is read back and not run again, unless ``overwrite``; a file
+    that records another configuration (its ``"run"`` is not the run's ``to_dict()``) is an
+    error, never overwritten silently. :meth:`store` writes a new result atomically.
+
+    Args:
+        runs: the planned runs, in the order :meth:`in_plan_order` returns them.
+        out: the folder, created if missing.
+        overwrite: treat every run as left to run (its file is replaced when it finishes).
+
+    Raises:
+        FileExistsError: if a run's file holds a different configuration and ``overwrite``
+            is False.
+    """
+
+    def __init__(self, runs: Iterable[_Run], out: Path | str, *, overwrite: bool = False) -> None:
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.runs = list(runs)
+        self.results: dict[str, dict] = {}  # by run name: read back, or stored by this run
+        self.todo: list[_Run] = []  # the runs left to run (all of them with overwrite), in plan order
+        for run in self.runs:
+            path = self.out / f"{run.name}.json"
+            if path.exists() and not overwrite:
+                stored = json.loads(path.read_text())
+                if stored.get("run") != run.to_dict():
+                    raise FileExistsError(f"{path} holds a run with a different configuration; "
+                                          "use a new --out or --overwrite")
+                self.results[run.name] = stored
+            else:
+                self.todo.append(run)
+
+    @property
+    def done(self) -> str:
+        """``"K of N already done"``, for a progress bar's title."""
+        return f"{len(self.runs) - len(self.todo)} of {len(self.runs)} already done"
+
+    def store(self, run: _Run, result: dict) -> None:
+        """Write ``result`` to the run's file (:func:`write_json_atomic`) and keep it."""
+        write_json_atomic(self.out / f"{run.name}.json", result)
+        self.results[run.name] = result
+
+    def in_plan_order(self) -> list[dict]:
+        """One result per planned run, in plan order (every run must have one by now)."""
+        return [self.results[run.name] for run in self.runs]
 
 
 def git_commit() -> tuple[str | None, bool | None]:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from posenc_lib.model.attention import SelfAttention, causal_mask, window_band
 from posenc_lib.analysis.attention_maps import rope_pair_dims
@@ -40,6 +40,23 @@ from posenc_lib.model.transformer import TransformerLM
 
 def _attention_layers(model: TransformerLM) -> list[SelfAttention]:
     return [block.attn for block in model.blocks]
+
+
+@contextmanager
+def _hooked(modules: Sequence[nn.Module], hook: Callable, *, pre: bool) -> Iterator[None]:
+    """Within the ``with`` block, ``hook`` runs on every call of each module, with the call's
+    keyword arguments: before ``forward`` when ``pre`` (it may return new ``(args, kwargs)``),
+    after it otherwise (it may return a new output). Removed when the block ends, also on
+    an error."""
+    handles = [
+        (module.register_forward_pre_hook if pre else module.register_forward_hook)(hook, with_kwargs=True)
+        for module in modules
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _split_call(args: tuple, kwargs: dict) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -91,11 +108,8 @@ def shifted_positions(model: TransformerLM, offset: int) -> Iterator[Transformer
             positions = torch.arange(tokens.shape[1], device=tokens.device)  # (T,)
         return (tokens,), {"positions": positions + offset, "attention_mask": mask}
 
-    handle = model.register_forward_pre_hook(shift, with_kwargs=True)
-    try:
+    with _hooked([model], shift, pre=True):
         yield model
-    finally:
-        handle.remove()
 
 
 def band_bias(seq: int, window: int, *, device: torch.device | str | None = None) -> Tensor:
@@ -152,15 +166,8 @@ def sliding_window(model: TransformerLM, window: int) -> Iterator[TransformerLM]
             bias = bias + band  # (…, H, T, T) + (T, T)
         return _with_bias(args, kwargs, bias)
 
-    handles = [
-        layer.register_forward_pre_hook(add_band, with_kwargs=True)
-        for layer in _attention_layers(model)
-    ]
-    try:
+    with _hooked(_attention_layers(model), add_band, pre=True):
         yield model
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def clamped_rope_scores(
@@ -270,15 +277,8 @@ def clamped_rope_distances(
         y = scores.softmax(dim=-1).to(v.dtype) @ v  # (B, H, T, D)
         return module.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)
 
-    handles = [
-        layer.register_forward_hook(recompute, with_kwargs=True)
-        for layer in _attention_layers(model)
-    ]
-    try:
+    with _hooked(_attention_layers(model), recompute, pre=False):
         yield model
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def long_window_conditions(

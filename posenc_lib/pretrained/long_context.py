@@ -46,7 +46,7 @@ from tqdm import tqdm  # the type of a bar
 from posenc_lib.training.data import read_austen_book
 from posenc_lib.training.device import pick_device
 from posenc_lib.encodings.rope_scaling import STRETCH_METHODS, dynamic_stretch, method_scaling
-from posenc_lib.records import RESULT_FORMAT, peak_memory, provenance, write_json_atomic
+from posenc_lib.records import RESULT_FORMAT, ResultFiles, peak_memory, provenance
 from posenc_lib.records import RUN_DTYPES as DTYPES
 from posenc_lib.pretrained.loading import (
     SMOLLM2,
@@ -185,22 +185,10 @@ def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
         ValueError: if the runs disagree on the text, length or dtype (one model load
             and one text serve them all).
     """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     if len({(r.book, r.num_tokens, r.dtype) for r in runs}) > 1:
         raise ValueError("all runs must share book, num_tokens and dtype")
-    results: dict[str, dict] = {}
-    todo = []
-    for run in runs:
-        path = out / f"{run.name}.json"
-        if path.exists() and not overwrite:
-            stored = json.loads(path.read_text())
-            if stored.get("run") != run.to_dict():
-                raise FileExistsError(f"{path} holds a run with a different "
-                                      "configuration; use a new --out or --overwrite")
-            results[run.name] = stored
-        else:
-            todo.append(run)
+    files = ResultFiles(runs, out, overwrite=overwrite)
+    todo = files.todo
     if todo:
         device = torch.device(device) if device is not None else pick_device()
         started = provenance(device)  # the commit and state of the code that runs
@@ -209,14 +197,12 @@ def run_long_context(runs: Sequence[LongContextRun], out: Path | str, *,
         load_wall = time.perf_counter() - start
         text = read_austen_book(todo[0].book).decode("utf-8")
         tokens = text_tokens(tokenizer, text, todo[0].num_tokens)
-        done = f"{len(runs) - len(todo)} of {len(runs)} already done"
-        bar = progress_bar(todo, desc=f"methods ({done})", enabled=progress)
+        bar = progress_bar(todo, desc=f"methods ({files.done})", enabled=progress)
         for run in bar:
             result = run_method(run, model, tokens, progress=progress, started=started)
             result["timing"]["model_load_wall_s"] = load_wall
-            write_json_atomic(out / f"{run.name}.json", result)
-            results[run.name] = result
-    return [results[run.name] for run in runs]
+            files.store(run, result)
+    return files.in_plan_order()
 
 
 def load_long_context_results(out: Path | str) -> list[dict]:

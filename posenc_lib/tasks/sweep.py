@@ -59,7 +59,7 @@ from posenc_lib.training.store import cached_model_path, train_cached
 from posenc_lib.training.data import load_corpus
 from posenc_lib.training.device import pick_device
 from posenc_lib.training.evaluate import evaluate_perplexity
-from posenc_lib.records import RESULT_FORMAT, peak_memory, provenance, write_json_atomic
+from posenc_lib.records import RESULT_FORMAT, ResultFiles, peak_memory, provenance
 from posenc_lib.model.transformer import SCHEMES
 from posenc_lib.training.progress import progress_bar
 # reading stored results needs no torch: they live in posenc_book.stored (the book's build
@@ -280,29 +280,13 @@ def run_sweep(
         FileExistsError: if a result file exists for a run's name but records a different
             configuration, and ``overwrite`` is False (nothing is overwritten silently).
     """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     device = torch.device(device) if device is not None else pick_device()
-    runs = list(runs)
-    results: dict[str, dict] = {}
-    todo = []
-    for spec in runs:
-        path = out / f"{spec.name}.json"
-        if path.exists() and not overwrite:
-            stored = json.loads(path.read_text())
-            if stored.get("run") != spec.to_dict():
-                raise FileExistsError(f"{path} holds a run with a different configuration; "
-                                      "use a new --out or --overwrite")
-            results[spec.name] = stored
-        else:
-            todo.append(spec)
-    bar = progress_bar(todo, desc=f"runs ({len(runs) - len(todo)} of {len(runs)} already done)", enabled=progress)
+    files = ResultFiles(runs, out, overwrite=overwrite)
+    bar = progress_bar(files.todo, desc=f"runs ({files.done})", enabled=progress)
     for spec in bar:
         bar.set_postfix(run=spec.name)
-        result = run_one(spec, device, use_cache=use_cache, progress=progress)
-        write_json_atomic(out / f"{spec.name}.json", result)
-        results[spec.name] = result
-    return [results[spec.name] for spec in runs]
+        files.store(spec, run_one(spec, device, use_cache=use_cache, progress=progress))
+    return files.in_plan_order()
 
 
 def format_table(summary: dict[str, dict[str, dict[int, tuple[float, float, int]]]], digits: int = 2) -> str:

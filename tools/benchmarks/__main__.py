@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from tools.benchmarks.common import finish_record, save, show, start_record
+from tools.benchmarks.common import Rounds, finish_record, save, show, start_record
 from posenc_lib.training.device import pick_device
 
 SUITES = {  # suite name -> (module in tools/benchmarks/, title of its table)
@@ -71,12 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     device = torch.device(args.device) if args.device else pick_device()
     repeats = args.repeats or (3 if args.quick else 7)
-    common = {
-        "repeats": repeats,
-        "warmup": args.warmup,
-        "quick": args.quick,
-        "progress": not args.no_progress,
-    }
+    rounds = Rounds(device, repeats, args.warmup, quick=args.quick, progress=not args.no_progress)
     for name in SUITES if args.suite == "all" else [args.suite]:
         module_name, title = SUITES[name]
         module = importlib.import_module(f"tools.benchmarks.{module_name}")
@@ -86,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "attention":
             extra["flex"] = not args.no_compile
         record = start_record(name, device, {}, argv)
-        config, rows = module.run(device, **common, **extra)
+        config, rows = module.run(rounds, **extra)
         record["config"] = config
         record["label"] = args.label
         finish_record(record, rows)

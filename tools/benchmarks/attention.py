@@ -18,26 +18,23 @@ SDPA:
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from tools.benchmarks.common import timing_columns
+from tools.benchmarks.common import Rounds, timing_columns
 from posenc_lib.model.alibi_attention import alibi_attention
 from posenc_lib.model.attention import attend, score_mask
 from posenc_lib.measure import (
     AttentionVariant,
     alibi_attention_folded_keys,
     attention_bias_bytes,
-    compare,
     memory_traffic,
     peak_memory_bytes,
 )
 from posenc_lib.encodings import RotaryEmbedding, alibi_bias
 from posenc_lib.model.transformer import ModelConfig, TransformerLM
-from posenc_lib.training.progress import progress_bar
 
 LENGTHS = (256, 512, 1024, 2048, 4096)
 
@@ -120,26 +117,18 @@ def _variants(
 
 
 def run(
-    device: torch.device,
-    *,
-    repeats: int,
-    warmup: int,
-    quick: bool,
-    heads: int = 4,
-    head_dim: int = 32,
-    flex: bool = True,
-    progress: bool = True,
+    rounds: Rounds, *, heads: int = 4, head_dim: int = 32, flex: bool = True
 ) -> tuple[dict, list[dict]]:
     """Every variant at every length; returns (configuration, rows)."""
-    lengths = LENGTHS[:3] if quick else LENGTHS
+    device = rounds.device
+    lengths = LENGTHS[:3] if rounds.quick else LENGTHS
     config = {
         "batch": 1,
         "heads": heads,
         "head_dim": head_dim,
         "lengths": list(lengths),
         "dtype": "float32",
-        "repeats": repeats,
-        "warmup": warmup,
+        **rounds.config(),
         "flex": flex,
         "flex_compiled": device.type == "cuda",
         "peak_memory": (
@@ -149,7 +138,7 @@ def run(
         ),
     }
     rows = []
-    for length in progress_bar(lengths, desc="attention", enabled=progress):
+    for length in rounds.cases(lengths, desc="attention"):
         generator = torch.Generator().manual_seed(length)
         q, k, v = (
             torch.randn(1, heads, length, head_dim, generator=generator).to(device)
@@ -159,7 +148,7 @@ def run(
             name: torch.no_grad()(call)
             for name, call in _variants(q, k, v, flex).items()
         }
-        timings = compare(variants, device, repeats=repeats, warmup=warmup)
+        timings = rounds.compare(variants)
         base, base_cpu = timings[CAUSAL].median, timings[CAUSAL].cpu_median
         for name, timing in timings.items():
             # a dispatch mode cannot look inside FlexAttention (a higher-order operator)
@@ -181,8 +170,7 @@ def run(
                     "mask_bytes": attention_bias_bytes(heads, length, length),
                 }
             )
-        del q, k, v, variants
-        gc.collect()
+        del q, k, v, variants  # collected before the next length
     return config, rows
 
 

@@ -2,18 +2,52 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import gc
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 import torch
 
-from posenc_lib.measure import Timing, environment
+from posenc_lib.measure import Timing, compare, environment
 from posenc_lib.records import RESULT_FORMAT
 from posenc_lib.records import RUN_DTYPES as DTYPES  # noqa: F401  the suites' dtype choices
+from posenc_lib.training.progress import progress_bar
+
+_Case = TypeVar("_Case")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rounds:
+    """What the command line gives every suite's ``run``: where to time, how many timed
+    (``repeats``) and untimed (``warmup``) rounds per variant, ``quick`` (fewer sizes, for a
+    smoke test) and whether to draw progress bars."""
+
+    device: torch.device
+    repeats: int
+    warmup: int
+    quick: bool = False
+    progress: bool = True
+
+    def config(self) -> dict:
+        """``repeats`` and ``warmup``, for the suite's configuration record."""
+        return {"repeats": self.repeats, "warmup": self.warmup}
+
+    def cases(self, cases: Iterable[_Case], desc: str) -> Iterator[_Case]:
+        """The suite's cases one by one under a progress bar titled ``desc``; the garbage is
+        collected after each (the loop drops its references to a case's tensors first)."""
+        for case in progress_bar(cases, desc=desc, enabled=self.progress):
+            yield case
+            gc.collect()
+
+    def compare(self, variants: Mapping[str, Callable[[], object]]) -> dict[str, Timing]:
+        """:func:`posenc_lib.measure.compare` of ``variants`` on the device, these rounds."""
+        return compare(variants, self.device, repeats=self.repeats, warmup=self.warmup)
 
 
 

@@ -16,18 +16,16 @@ if nothing stayed in a cache) comes from :func:`posenc_lib.measure.memory_traffi
 
 from __future__ import annotations
 
-import gc
 import resource
 from collections.abc import Callable
 
 import torch
 
-from tools.benchmarks.common import DTYPES, timing_columns
-from posenc_lib.measure import RopeVariant, compare, memory_traffic, rope_bytes
+from tools.benchmarks.common import DTYPES, Rounds, timing_columns
+from posenc_lib.measure import RopeVariant, memory_traffic, rope_bytes
 from posenc_lib.encodings import rope_kernel
 from posenc_lib.encodings.rope import RotaryEmbedding, rope_complex, rope_rotate_half_naive
 from posenc_lib.encodings.rope_kernel import apply_rope_blocked, rotate_passes
-from posenc_lib.training.progress import progress_bar
 
 SHAPES = {
     "large": (1, 32, 4096, 128),  # one layer of a 7B-class model at 4096 positions
@@ -203,23 +201,14 @@ def _variants(
     return variants
 
 
-def run(
-    device: torch.device,
-    *,
-    repeats: int,
-    warmup: int,
-    quick: bool,
-    compile_kernel: bool,
-    progress: bool = True,
-) -> tuple[dict, list[dict]]:
+def run(rounds: Rounds, *, compile_kernel: bool) -> tuple[dict, list[dict]]:
     """Every variant at every (shape, dtype); returns (configuration, rows)."""
-    shapes = {"small": SHAPES["small"]} if quick else SHAPES
+    shapes = {"small": SHAPES["small"]} if rounds.quick else SHAPES
     cases = [(name, shape, dtype) for name, shape in shapes.items() for dtype in DTYPES]
     config = {
         "shapes": {name: list(shape) for name, shape in shapes.items()},
         "dtypes": list(DTYPES),
-        "repeats": repeats,
-        "warmup": warmup,
+        **rounds.config(),
         "compile": compile_kernel,
         "compiled_shapes": ["large"] if compile_kernel else [],
         "bytes_model": "read x, write result, read cos and sin [seq, d/2] float32",
@@ -230,13 +219,13 @@ def run(
     }
     rows = []
     stream_bytes = STREAM_NUMEL * 4
-    for name, shape, dtype_name in progress_bar(cases, desc="rope", enabled=progress):
+    for name, shape, dtype_name in rounds.cases(cases, desc="rope"):
         dtype = DTYPES[dtype_name]
         x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(
-            device, dtype
+            rounds.device, dtype
         )
         variants = _variants(x, compile_kernel, name == "large")
-        timings = compare(variants, device, repeats=repeats, warmup=warmup)
+        timings = rounds.compare(variants)
         x_bytes = x.numel() * x.element_size()
         needed = rope_bytes(tuple(shape), dtype)
         bandwidth = 2 * stream_bytes / timings[COPY_INTO].median  # bytes/s, this run
@@ -267,8 +256,7 @@ def run(
                     bytes_moved_model=traffic.bytes_moved,
                 )
             rows.append(row)
-        del x, variants
-        gc.collect()
+        del x, variants  # collected before the next case
     return config, rows
 
 

@@ -16,17 +16,14 @@ call"``).
 from __future__ import annotations
 
 import dataclasses
-import gc
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from tools.benchmarks.common import timing_columns
+from tools.benchmarks.common import Rounds, timing_columns
 import posenc_lib.model.attention as attention_module
-from posenc_lib.measure import compare
 from posenc_lib.model.transformer import SCHEMES, TransformerLM
-from posenc_lib.training.progress import progress_bar
 from posenc_lib.training.scales import get_scale
 
 
@@ -88,18 +85,11 @@ def _one_sdpa_call(step: Callable[[], None]) -> Callable[[], None]:
     return call
 
 
-def run(
-    device: torch.device,
-    *,
-    repeats: int,
-    warmup: int,
-    quick: bool,
-    scale_name: str = "book",
-    progress: bool = True,
-) -> tuple[dict, list[dict]]:
+def run(rounds: Rounds, *, scale_name: str = "book") -> tuple[dict, list[dict]]:
     """Training and evaluation throughput per scheme; returns (configuration, rows)."""
+    device = rounds.device
     train_batch, train_length = (32, 128)
-    eval_batch, eval_length = (2, 512) if quick else (8, 2048)
+    eval_batch, eval_length = (2, 512) if rounds.quick else (8, 2048)
     # evaluation at L = L_train too, with as many tokens per call as the long one
     short_batch = eval_batch * eval_length // train_length
     config = {
@@ -109,15 +99,14 @@ def run(
         "eval_batch": eval_batch,
         "eval_length": eval_length,
         "eval_at_train_length_batch": short_batch,
-        "repeats": repeats,
-        "warmup": warmup,
+        **rounds.config(),
         "dtype": "float32",
         "optimizer": "AdamW",
         "learned_max_positions": eval_length,
     }
     rows = []
     modes = ("train", "eval", "eval_at_train_length")
-    for mode in progress_bar(modes, desc="throughput", enabled=progress):
+    for mode in rounds.cases(modes, desc="throughput"):
         variants = {}
         for scheme in SCHEMES:
             model = _model(scheme, scale_name, eval_length, device)
@@ -135,7 +124,7 @@ def run(
                     variants[f"{scheme}, one SDPA call"] = _one_sdpa_call(
                         variants[scheme]
                     )
-        timings = compare(variants, device, repeats=repeats, warmup=warmup)
+        timings = rounds.compare(variants)
         batch, length = {
             "train": (train_batch, train_length),
             "eval": (eval_batch, eval_length),
@@ -160,8 +149,7 @@ def run(
                     ),
                 }
             )
-        del variants
-        gc.collect()
+        del variants  # collected before the next mode
     return config, rows
 
 
