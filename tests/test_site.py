@@ -20,6 +20,7 @@ wider than the column (no output that
 * The GitHub Pages workflow runs the README's build command and publishes
   ``_build/html``.
 * A wheel of posenc_lib carries every subpackage, the corpora and the stored results.
+* The release workflow creates the tag the Colab links and install cells name.
 
 Chromium comes from the Debian package ``chromium`` (``.ci/run`` installs it when
 missing) and is driven with Playwright. Where it cannot be installed, ``.ci/run`` says
@@ -678,6 +679,25 @@ def test_the_version_is_written_once_and_followed() -> None:
         f"https://{owner_repo.split('/')[0]}.github.io/{owner_repo.split('/')[1]}/"
         in readme
     )
+
+
+def test_the_release_workflow_creates_the_tag_the_links_name() -> None:
+    """The links name ``v`` + the version (above); the release workflow creates exactly that
+    tag (from pyproject.toml, the version's one home), after building the sdist and the wheel
+    and installing the wheel into a fresh environment. The repository itself cannot be
+    reached from CI, so the tag's existence there is the workflow's job, checked here by
+    reading what the workflow does."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key "on" as True
+    assert on["push"]["branches"] == ["main"]
+    steps = workflow["jobs"]["tag"]["steps"]
+    script = "\n".join(str(step.get("run", "")) for step in steps)
+    assert 'tomllib.load(open("pyproject.toml", "rb"))["project"]["version"]' in script
+    assert 'echo "tag=v$version"' in script
+    assert "--sdist --wheel" in script and "import posenc_lib" in script
+    assert 'git tag "${{ steps.version.outputs.tag }}"' in script
+    assert 'git push origin "${{ steps.version.outputs.tag }}"' in script
+    assert TAG.startswith("v")
 
 
 def test_how_to_run_commands_are_the_readmes() -> None:
