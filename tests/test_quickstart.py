@@ -32,13 +32,12 @@ def test_the_readme_has_three_examples() -> None:
 
 
 def test_the_readme_examples_run_as_shown() -> None:
-    """One namespace for all blocks, as a reader pasting them into one session."""
+    """Each block alone, in a fresh namespace, as a reader pasting one block into a new
+    session (a block that leans on an earlier one's imports fails here)."""
     parser, runner = doctest.DocTestParser(), doctest.DocTestRunner(optionflags=FLAGS)
-    namespace: dict = {}
     for k, text in enumerate(readme_examples()):
-        test = parser.get_doctest(text, namespace, f"README example {k + 1}", "README.md", 0)
-        runner.run(test, clear_globs=False)
-        namespace = test.globs
+        test = parser.get_doctest(text, {}, f"README example {k + 1}", "README.md", 0)
+        runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.attempted > 0 and result.failed == 0, "a README example changed; see above"
 
