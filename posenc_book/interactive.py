@@ -1,9 +1,12 @@
 """Figures a reader can move: a slider over a parameter, offline, in the built HTML.
 
 A :class:`Player` holds one PNG frame per value of a parameter (a position, a window
-length, a stretch factor κ) and writes them, with a slider and two step buttons, as one
-self-contained piece of HTML: the frames are ``data:`` URIs and the script that swaps
-them is inline, so the page loads nothing from the network and needs no running kernel.
+length, a stretch factor κ) and writes them, with a slider, two step buttons and a play
+button, as one self-contained piece of HTML: the frames are ``data:`` URIs and the script
+that swaps them is inline, so the page loads nothing from the network and needs no running
+kernel. Where the script cannot run (Jupyter does not run the scripts of a notebook it does
+not trust, such as one freshly cloned), the player says so and how to enable it: the hint
+is in the HTML and the script removes it.
 Every frame is drawn by matplotlib from numbers computed beforehand; each figure's
 function (in :mod:`posenc_lib.players`) returns those numbers too (``player.table``), so a
 notebook can assert and print what the frames show. This module needs no torch.
@@ -59,7 +62,8 @@ class Player:
         return len(self.to_html().encode())
 
     def to_html(self) -> str:
-        """The player as HTML: image, slider, step buttons and an inline script.
+        """The player as HTML: image, slider, step and play buttons, a hint shown only where
+        scripts do not run, and an inline script.
 
         Nothing in it refers to another address: the frames are ``data:`` URIs. The
         element ids come from a hash of the frames, so two players on a page differ.
@@ -74,7 +78,7 @@ class Player:
         last = len(self.frames) - 1
         # one substitution pass: text put in (base64, values) is never searched again
         script = _SCRIPT.substitute(uid=uid, frames=_script_json(uris),
-                                    values=_script_json(self.values))
+                                    values=_script_json(self.values), frame_ms=FRAME_MS)
         group = html.escape(f"figure with a slider: {self.label}")  # short: alt is long
         return (
             f'<div class="posenc-player" id="{uid}" role="group" '
@@ -89,8 +93,12 @@ class Player:
             f'step="1" value="0" aria-label="{label}" style="flex: 1;">\n'
             f'<button type="button" class="posenc-player-next" '
             f'aria-label="next frame">&#9654;</button>\n'
+            f'<button type="button" class="posenc-player-play" '
+            f'aria-label="play">&#9655; play</button>\n'
             f'<output class="posenc-player-value" aria-live="polite">{shown}</output>\n'
-            f"</div>\n<script>{script}</script>\n</div>"
+            f"</div>\n"
+            f'<p class="posenc-player-hint"><em>{html.escape(UNTRUSTED_HINT)}</em></p>\n'
+            f"<script>{script}</script>\n</div>"
         )
 
     def _repr_html_(self) -> str:
@@ -99,6 +107,15 @@ class Player:
     def __repr__(self) -> str:
         return f"Player({len(self.frames)} frames of {self.label!r})"
 
+
+UNTRUSTED_HINT = ("The slider and buttons do nothing: this notebook's scripts are not "
+                  "running. In Jupyter, trust the notebook (File > Trust Notebook, or "
+                  "`jupyter trust` on the file) and reload it; on the book's website the "
+                  "figure moves.")
+"""Shown under a player whose script did not run; the script removes it."""
+
+FRAME_MS = 600
+"""Milliseconds per frame when the player plays."""
 
 _SCRIPT = string.Template("""
 (function () {
@@ -116,6 +133,20 @@ _SCRIPT = string.Template("""
     "click", function () { show(parseInt(slider.value, 10) - 1); });
   root.querySelector(".posenc-player-next").addEventListener(
     "click", function () { show(parseInt(slider.value, 10) + 1); });
+  var play = root.querySelector(".posenc-player-play"), timer = null;
+  function stop() { clearInterval(timer); timer = null; play.innerHTML = "&#9655; play"; }
+  play.addEventListener("click", function () {
+    if (timer !== null) { stop(); return; }
+    if (parseInt(slider.value, 10) >= frames.length - 1) { show(0); }
+    play.innerHTML = "&#10073;&#10073; pause";
+    timer = setInterval(function () {
+      var i = parseInt(slider.value, 10) + 1;
+      show(i);
+      if (i >= frames.length - 1) { stop(); }
+    }, $frame_ms);
+  });
+  var hint = root.querySelector(".posenc-player-hint");
+  if (hint) { hint.remove(); }
 })();
 """)
 

@@ -167,6 +167,11 @@ def attention_by_length_player(profiles: Mapping[str, Mapping[int, Tensor]],
         for ax in axes[-1]:
             ticks = [1, 8, train_length, lengths[-1]]
             ax.set_xticks(ticks, [str(v) for v in ticks])
+            # the end labels lean inwards, so one panel's last tick and the next panel's
+            # first do not run together ("2048" and "1" read as "20481")
+            labels = ax.get_xticklabels()
+            labels[0].set_horizontalalignment("left")
+            labels[-1].set_horizontalalignment("right")
             ax.set_xlabel("distance r = t − s (bytes)")
         for ax in axes[:, 0]:
             ax.set_ylabel("mean weight")

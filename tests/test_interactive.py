@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -142,3 +143,16 @@ def test_context_extension_wavelengths() -> None:
     assert player.values == ["κ = 1", "κ = 4"] and player.frames[0] != player.frames[1]
     with pytest.raises(ValueError, match="κ"):
         context_extension_player(16, 10000.0, 128, [0.5], METHODS, COLORS)
+
+
+def test_the_player_has_a_play_button_and_says_when_its_script_cannot_run() -> None:
+    """Jupyter drops the scripts of an untrusted notebook: the hint, in the HTML, says what
+    to do, and the script (where it runs) removes it; a play button steps on its own."""
+    from posenc_book.interactive import UNTRUSTED_HINT
+
+    page = Player(_frames(3), ["a = 1", "a = 2", "a = 3"], "a", "a number").to_html()
+    assert 'class="posenc-player-play"' in page
+    assert html.escape(UNTRUSTED_HINT) in page and "Trust Notebook" in UNTRUSTED_HINT
+    script = page.split("<script>", 1)[1].rsplit("</script>", 1)[0]
+    assert 'querySelector(".posenc-player-hint")' in script and "hint.remove()" in script
+    assert "setInterval" in script

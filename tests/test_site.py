@@ -436,6 +436,13 @@ def test_interactive_figures_move_offline(browser, docname: str) -> None:
             assert len({value for _, value in seen}) == 4, f"{docname}, player {n}: label"
             assert image.evaluate("img => img.complete && img.naturalWidth > 0")
             assert len((image.get_attribute("alt") or "").split()) >= 5
+            # the script ran, so the hint for untrusted notebooks is gone; play moves on
+            assert player.locator(".posenc-player-hint").count() == 0
+            slider.press("Home")
+            player.locator("button.posenc-player-play").click()
+            page.wait_for_timeout(1500)
+            assert int(slider.input_value()) >= 1, f"{docname}, player {n}: play did not move"
+            player.locator("button.posenc-player-play").click()  # pause
     finally:
         page.close()
     assert not problems, f"{docname}:\n" + "\n".join(problems)
