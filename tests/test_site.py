@@ -704,6 +704,11 @@ def test_the_release_workflow_creates_the_tag_the_links_name() -> None:
     assert "--sdist --wheel" in script and "import posenc_lib" in script
     assert 'git tag "${{ steps.version.outputs.tag }}"' in script
     assert 'git push origin "${{ steps.version.outputs.tag }}"' in script
+    # the tagged commit holds the reader notebooks, written from a build of the book
+    assert script.index("tools/reader_notebooks.py --out notebooks") < script.index(
+        "git commit"
+    ) < script.index('git tag "')
+    assert readme_command("build command").split("&& ")[-1] in script
     assert TAG.startswith("v")
 
 
@@ -784,3 +789,102 @@ def _has_setuptools() -> bool:
         return int(version("setuptools").split(".")[0]) >= 68
     except (PackageNotFoundError, ValueError):
         return False
+
+
+# --- Reader notebooks (tools/reader_notebooks.py): the chapters as Colab and Jupyter show them
+
+
+@pytest.fixture(scope="session")
+def reader_notebooks(site: Path, tmp_path_factory) -> dict[str, Path]:
+    """Every chapter's reader notebook, written from this build (here, not in the checkout)."""
+    from tools.reader_notebooks import main
+
+    out = tmp_path_factory.mktemp("reader")
+    assert main(["--out", str(out)]) == 0
+    return {p.stem: p for p in sorted(out.glob("*.ipynb"))}
+
+
+def test_reader_notebooks_show_no_raw_myst_and_keep_the_code(reader_notebooks) -> None:
+    """No role or directive is left as source in any Markdown cell; every code cell, with
+    its stored outputs and tags, is the source's, in order; every figure has its caption."""
+    import nbformat
+
+    from tools.reader_notebooks import RAW_MYST
+
+    sources = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert [p.stem for p in sources] == list(reader_notebooks)
+    for source_path in sources:
+        source = nbformat.read(source_path, as_version=4)
+        reader = nbformat.read(reader_notebooks[source_path.stem], as_version=4)
+        raw = [
+            m.group(0)
+            for cell in reader.cells
+            if cell.cell_type == "markdown"
+            for m in RAW_MYST.finditer(cell.source)
+        ]
+        assert not raw, f"{source_path.stem}: raw MyST left: {raw[:5]}"
+        code = [c for c in source.cells if c.cell_type == "code"]
+        assert [c for c in reader.cells if c.cell_type == "code"] == code
+        figures = [
+            c["metadata"]["mystnb"]["figure"]["name"]
+            for c in code
+            if "figure" in c["metadata"].get("mystnb", {})
+        ]
+        captions = [
+            c.source
+            for c in reader.cells
+            if c.cell_type == "markdown" and c.source.startswith("**Figure ")
+        ]
+        assert len(captions) == len(figures), f"{source_path.stem}: captions missing"
+        chapter = int(source_path.stem[:2])
+        assert all(
+            c.startswith(f"**Figure {chapter}.{k}.** ") for k, c in enumerate(captions, 1)
+        ), f"{source_path.stem}: captions not numbered as on the site: {captions[:2]}"
+
+
+def test_reader_notebooks_link_to_pages_and_anchors_that_exist(
+    site: Path, reader_notebooks
+) -> None:
+    """Their links into the website (citations, figures, exercises, chapters, solutions)
+    point at pages and elements of this build."""
+    import nbformat
+
+    from tools.reader_notebooks import site_url
+
+    base = site_url(CONFIG)
+    link = re.compile(r"\]\((" + re.escape(base) + r"[^)\s]*)\)")
+    broken, count, ids = [], 0, {}
+    for stem, path in reader_notebooks.items():
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "markdown":
+                continue
+            for url in link.findall(cell.source):
+                count += 1
+                page, fragment = urldefrag(url[len(base) :])
+                target = site / page
+                if not target.exists():
+                    broken.append(f"{stem}: {url} (no page)")
+                    continue
+                if target not in ids:
+                    ids[target] = ids_and_links(target)[0]
+                if fragment and fragment not in ids[target]:
+                    broken.append(f"{stem}: {url} (no #{fragment})")
+    assert count > 500, f"only {count} links into the site: the conversion lost some"
+    assert not broken, "broken links in reader notebooks:\n" + "\n".join(broken[:20])
+
+
+def test_a_reader_notebook_runs_and_matches_its_stored_outputs(reader_notebooks) -> None:
+    """Chapter 1's reader notebook under nbval, strict, as a reader would check it: it runs
+    top to bottom in a fresh kernel and reproduces every stored output. (The other chapters'
+    code cells are the sources' own, which the suite runs under nbval.)"""
+    path = reader_notebooks["01_why_position"]
+    command = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        "--override-ini=addopts=", "--nbval", "--nbval-current-env", str(path),
+    ]
+    env = {**os.environ, "POSENC_DEVICE": "cpu"}
+    done = subprocess.run(
+        command, cwd=path.parent, capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert re.search(r"\b\d+ passed", done.stdout), done.stdout[-2000:]
