@@ -888,3 +888,53 @@ def test_a_reader_notebook_runs_and_matches_its_stored_outputs(reader_notebooks)
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert re.search(r"\b\d+ passed", done.stdout), done.stdout[-2000:]
+
+
+# --- Site chrome: icon, link previews, no empty header band, a cue on wide tables -------
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_page_has_an_icon_and_a_link_preview(site: Path, docname: str) -> None:
+    from bs4 import BeautifulSoup
+
+    path = site / page_path(docname)
+    soup = BeautifulSoup(path.read_text(errors="replace"), "html.parser")
+    icon = soup.find("link", rel="icon")
+    assert icon and (path.parent / icon["href"]).exists(), f"{docname}: no favicon"
+    for attrs in (
+        {"property": "og:title"},
+        {"property": "og:description"},
+        {"property": "og:url"},
+        {"name": "description"},
+    ):
+        meta = soup.find("meta", attrs=attrs)
+        assert meta and meta.get("content", "").strip(), f"{docname}: no {attrs}"
+
+
+def test_no_empty_header_band_and_wide_tables_show_a_scroll_cue(browser) -> None:
+    """At 1280 px the top of the page is the article's bar, not pydata's empty header
+    (64 px of nothing before the fix); at 390 px every table that scrolls sideways has the
+    edge shadows of ``_static/book.css`` (backgrounds that scroll with it)."""
+    chromium, base = browser
+    problems: list[str] = []
+    page = offline_page(chromium, problems)
+    try:
+        page.goto(base + page_path("notebooks/16_claims_ledger"), wait_until="load")
+        band = page.evaluate(
+            """() => { const h = document.querySelector('header.bd-header');
+                       return h ? h.getBoundingClientRect().height : 0; }"""
+        )
+        assert band == 0, f"an empty header band of {band} px at 1280 px"
+        page.set_viewport_size({"width": 390, "height": 800})
+        scrolling = page.evaluate(
+            """() => [...document.querySelectorAll('div.output.text_html')]
+                 .filter(e => e.scrollWidth > e.clientWidth + 2)
+                 .map(e => [getComputedStyle(e).backgroundImage,
+                            getComputedStyle(e).backgroundAttachment])"""
+        )
+    finally:
+        page.close()
+    assert scrolling, "no table scrolls sideways at 390 px on the ledger: test a wider one"
+    for image, attachment in scrolling:
+        assert image.count("gradient") == 4 and "local" in attachment, (image, attachment)
+    assert not problems, problems

@@ -82,8 +82,7 @@ def book_extension():
 
 def site_url(config: dict) -> str:
     """The website's address, ``https://OWNER.github.io/REPO/``, from ``repository.url``."""
-    owner, repo = config["repository"]["url"].rstrip("/").split("/")[-2:]
-    return f"https://{owner}.github.io/{repo}/"
+    return book_extension().site_url(config["repository"]["url"])
 
 
 @dataclass

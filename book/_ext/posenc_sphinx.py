@@ -436,6 +436,20 @@ def add_version_substitutions(app: Sphinx, config) -> None:
     config.myst_substitutions = substitutions
 
 
+def site_url(repository_url: str) -> str:
+    """Where GitHub Pages publishes the book: ``https://OWNER.github.io/REPO/`` for the
+    repository ``https://github.com/OWNER/REPO`` (``repository.url`` in ``_config.yml``)."""
+    owner, repo = repository_url.rstrip("/").split("/")[-2:]
+    return f"https://{owner}.github.io/{repo}/"
+
+
+def add_link_preview_address(app: Sphinx, config) -> None:
+    """Give sphinxext-opengraph the site's address (``og:url``), from ``repository.url``."""
+    repository = (config.html_theme_options or {}).get("repository_url")
+    if repository and not getattr(config, "ogp_site_url", ""):
+        config.ogp_site_url = site_url(repository)
+
+
 def drop_duplicate_scripts(app: Sphinx, pagename: str, templatename: str, context: dict,
                            doctree) -> None:
     """Keep one copy of each script of a page.
@@ -460,5 +474,6 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("execution-status", ExecutionStatus)
     app.add_directive("headline-figure", HeadlineFigure)
     app.connect("config-inited", add_version_substitutions)
+    app.connect("config-inited", add_link_preview_address)
     app.connect("html-page-context", drop_duplicate_scripts)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
