@@ -682,10 +682,9 @@ def test_the_version_is_written_once_and_followed() -> None:
     assert (
         f"https://colab.research.google.com/github/{owner_repo}/blob/{TAG}/" in readme
     )
-    assert (
-        f"https://{owner_repo.split('/')[0]}.github.io/{owner_repo.split('/')[1]}/"
-        in readme
-    )
+    from tools.reader_notebooks import book_extension
+
+    assert book_extension().site_url(REPOSITORY) in readme
 
 
 def test_the_release_workflow_creates_the_tag_the_links_name() -> None:

@@ -116,9 +116,7 @@ class Book:
         for bibfile in config["bibtex_bibfiles"]:
             entries.update(parse_file(str(root / bibfile)).entries)
         std = env.domaindata["std"]
-        labels = {
-            label: (doc, anchor, name) for label, (doc, anchor, name) in std["labels"].items()
-        }
+        labels = dict(std["labels"])  # label -> (docname, anchor, section name)
         for label, (doc, anchor) in std["anonlabels"].items():
             labels.setdefault(label, (doc, anchor, ""))
         numbers = {}
