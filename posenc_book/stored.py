@@ -22,8 +22,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from posenc_book.schemes import SCHEMES
 
 if TYPE_CHECKING:
@@ -263,6 +261,8 @@ def passkey_cells(runs: dict[str, dict]) -> pd.DataFrame:
                                                   for n in r["needle_starts"])}
             for name, run in runs.items() for r in run["passkey"] if r["correct"] is not None]
     columns = ["run", "scheme", "seed", "L", "depth", "correct", "trials", "needle_to_answer"]
+    import pandas as pd  # here, not at the top: the website's build reads this module without pandas
+
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -71,6 +71,32 @@ print("ok")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
+def test_the_website_build_needs_no_pandas() -> None:
+    """The README's build command installs requirements-book.txt, which has no pandas (and
+    no torch): the modules the book's Sphinx extension imports must load without it (a
+    top-level ``import pandas`` in posenc_book.stored once broke that build)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = """
+import sys
+sys.modules["torch"] = None
+sys.modules["pandas"] = None  # import pandas now raises ModuleNotFoundError
+sys.path.insert(0, "book/_ext")
+import posenc_sphinx
+from posenc_book.plotting import plot_perplexity_vs_length
+from posenc_book.stored import load_stored_results, provenance_label, summarize
+results = load_stored_results("book")
+assert len(results) == 18 and "rope" in summarize(results)["sliding"]
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 def test_first_run_times_cover_every_chapter() -> None:
     """The first-run times the landing page and the execution status page name (stored by
     tools/cold_times.py) exist, name one file, and time every chapter in _toc.yml."""
