@@ -353,22 +353,51 @@ from posenc_book.stored import (
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import Link, mean_spread_table
 
+# issue 37 (thin notebooks), chapters 04, 05, 08, 09
+from posenc_book.plotting import (
+    plot_gap_bars,
+    plot_head_curves,
+    plot_loss_by_context,
+    plot_loss_by_position,
+    plot_loss_curves,
+    plot_position_readout,
+    plot_ratio_marks,
+    plot_sweep_protocols,
+)
+from posenc_book.tables import context_groups, loss_by_context
+from posenc_lib.analysis.attention_maps import left_padding_gaps
+from posenc_lib.analysis.learned_table import perplexity_with_rows, table_movement
+from posenc_lib.tasks.sweep import HAVIV2022_PERPLEXITY, haviv_perplexities
+
 __version__ = "0.1.0"
 
 __all__ = [
     "ALIBI_IMPLEMENTATIONS",
     "AttentionVariant",
     "CAUSAL_BLOCK",
+    "context_groups",
     "Corpus",
     "DEFAULT_INIT_STD",
     "EvalResult",
     "FineTuneConfig",
+    "HAVIV2022_PERPLEXITY",
+    "haviv_perplexities",
     "LearnedPositionalEmbedding",
     "Link",
+    "loss_by_context",
     "MARKED_TEMPLATE",
     "METHOD_STYLE",
     "ModelConfig",
     "PasskeyTemplate",
+    "perplexity_with_rows",
+    "plot_gap_bars",
+    "plot_head_curves",
+    "plot_loss_by_context",
+    "plot_loss_by_position",
+    "plot_loss_curves",
+    "plot_position_readout",
+    "plot_ratio_marks",
+    "plot_sweep_protocols",
     "PosencRopeAttention",
     "PROTOCOLS",
     "RecallConfig",
@@ -388,6 +417,7 @@ __all__ = [
     "StreamingConfig",
     "STRETCH_METHODS",
     "T5RelativePositionBias",
+    "table_movement",
     "TrainConfig",
     "TrainedRowDistance",
     "TrainRecord",
@@ -457,6 +487,7 @@ __all__ = [
     "kv_cache_bytes_per_token",
     "last_queries_attention",
     "learned_position_table",
+    "left_padding_gaps",
     "legend_below",
     "level_spread",
     "load_corpus",
