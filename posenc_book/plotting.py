@@ -1189,3 +1189,42 @@ def plot_ratio_marks(marks: Mapping[str, Mapping[str, Mapping[str, Sequence[floa
     fig.tight_layout()
     legend_below(fig, axes[-1], ncol=1)
     return fig
+
+
+def plot_table_rows(trained_length, start_length, main, *, title: str,
+                    xticks: Sequence[int] = (0, 32, 64, 96, 127),
+                    scheme: str = "learned") -> Figure:
+    """A position table's rows in two panels against the position p: their lengths,
+    trained and at the start (dashed grey), and each row's coordinate along the trained
+    table's main direction.
+
+    Args:
+        trained_length, start_length: ``[P]`` row lengths ‖row_p‖ after and before
+            training.
+        main: ``[P]`` coordinate of each trained row along the main direction.
+        title: the figure's title.
+        xticks: the positions ticked on both panels.
+        scheme: whose colour (:data:`SCHEME_STYLE`).
+
+    Returns:
+        The figure (6.5 × 3.6 inches, the legend in the first panel), not yet laid out
+        or shown (:func:`show_figure` with ``legend=None``).
+
+    Raises:
+        ValueError: if the three curves differ in length.
+    """
+    lengths = {len(trained_length), len(start_length), len(main)}
+    if len(lengths) != 1:
+        raise ValueError(f"the three curves must have one length, got {sorted(lengths)}")
+    fig, (ax_len, ax_main) = plt.subplots(1, 2, figsize=(6.5, 3.6), sharex=True)
+    color = SCHEME_STYLE[scheme]["color"]
+    ax_len.plot(trained_length, color=color, label="trained")
+    ax_len.plot(start_length, color="#7f7f7f", linestyle="--", label="start")
+    ax_len.set_ylabel("row length ‖row_p‖")
+    ax_len.legend()
+    ax_main.plot(main, color=color)
+    ax_main.set_ylabel("main-direction coordinate")
+    for ax in (ax_len, ax_main):
+        ax.set(xlabel="position p", xticks=list(xticks))
+    fig.suptitle(title)
+    return fig

@@ -363,9 +363,13 @@ from posenc_book.plotting import (
     plot_position_readout,
     plot_ratio_marks,
     plot_sweep_protocols,
+    plot_table_rows,
 )
+from posenc_book.stored import budget_runs_frame
 from posenc_book.tables import context_groups, loss_by_context
 from posenc_lib.analysis.attention_maps import left_padding_gaps
+from posenc_lib.analysis.equivariance import rotation_normal_form
+from posenc_lib.model.attention import load_interleaved_as_half
 from posenc_lib.analysis.learned_table import perplexity_with_rows, table_movement
 from posenc_lib.tasks.sweep import HAVIV2022_PERPLEXITY, haviv_perplexities
 
@@ -398,6 +402,7 @@ __all__ = [
     "plot_position_readout",
     "plot_ratio_marks",
     "plot_sweep_protocols",
+    "plot_table_rows",
     "PosencRopeAttention",
     "PROTOCOLS",
     "RecallConfig",
@@ -406,6 +411,7 @@ __all__ = [
     "ROPE_TYPES",
     "RopeVariant",
     "RotaryEmbedding",
+    "rotation_normal_form",
     "Scale",
     "SCALES",
     "SCHEME_STYLE",
@@ -450,6 +456,7 @@ __all__ = [
     "benchmark_rows",
     "binned_means",
     "block_means",
+    "budget_runs_frame",
     "byte_encode",
     "bytes_to_tokens",
     "cached_decode_logits",
@@ -488,6 +495,7 @@ __all__ = [
     "last_queries_attention",
     "learned_position_table",
     "left_padding_gaps",
+    "load_interleaved_as_half",
     "legend_below",
     "level_spread",
     "load_corpus",
