@@ -371,7 +371,7 @@ from posenc_lib.analysis.attention_maps import left_padding_gaps
 from posenc_lib.analysis.equivariance import rotation_normal_form
 from posenc_lib.model.attention import load_interleaved_as_half
 from posenc_lib.analysis.learned_table import perplexity_with_rows, table_movement
-from posenc_lib.tasks.sweep import HAVIV2022_PERPLEXITY, haviv_perplexities
+from posenc_lib.tasks.sweep import HAVIV2022_PERPLEXITY, haviv_perplexities, relative_gain
 
 __version__ = "0.1.0"
 
@@ -407,6 +407,7 @@ __all__ = [
     "PROTOCOLS",
     "RecallConfig",
     "RecallTemplate",
+    "relative_gain",
     "RidgeProbe",
     "ROPE_TYPES",
     "RopeVariant",

@@ -593,6 +593,24 @@ def protocol_gap(results: Iterable[dict], scheme: str, multiple: float = 1) -> p
     return sliding / seed_values(results, "nonoverlapping", scheme, multiple) - 1
 
 
+def relative_gain(results: Iterable[dict], protocol: str, scheme: str,
+                  reference: str = "none") -> pd.Series:
+    """Per seed: 1 − PPL(scheme) / PPL(reference) at L = L_train, under one protocol.
+
+    Positive where ``scheme`` scores lower than ``reference`` with the same seed (the same
+    data order).
+
+    Returns:
+        A float Series indexed by ``seed``, no unit (0.01 is 1 %).
+
+    Raises:
+        ValueError: as :func:`seed_values` (for either scheme).
+    """
+    results = list(results)
+    return 1 - (seed_values(results, protocol, scheme)
+                / seed_values(results, protocol, reference))
+
+
 def ratio_spread_table(results: Iterable[dict], multiple: float) -> pd.DataFrame:
     """How noisy a ratio is: per protocol and scheme, the spread over seeds of each run's
     PPL(L) / PPL(L_train) at L = ``multiple`` × L_train, beside the relative spread of
