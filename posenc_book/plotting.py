@@ -859,3 +859,372 @@ def plot_heat_map_grid(
     if suptitle is not None:
         fig.suptitle(suptitle)
     return fig
+
+
+def plot_gap_bars(gaps: Mapping[str, Sequence[float]], colors: Mapping[str, str],
+                  bound: float, *, ylabel: str, ylim: tuple[float, float] = (1e-5, 10),
+                  ) -> Figure:
+    """Bars of differences on a log axis, one group per scheme, one bar per choice; a
+    difference below ``bound`` (rounding noise) is drawn faint and hatched at the bound
+    it is checked to, and labelled ``< bound``, not with a number that varies by CPU.
+
+    Args:
+        gaps: scheme → one difference (≥ 0) per choice, in the order of ``colors``.
+        colors: choice → colour, also the legend's labels and order (two or more).
+        bound: the rounding bound (> 0), drawn as a dashed line.
+        ylabel: the y axis label.
+        ylim: the y range (log axis).
+
+    Returns:
+        The figure (6.4 × 3.2 inches), not yet laid out or shown (:func:`show_figure`).
+
+    Raises:
+        ValueError: if a scheme has not one value per choice, or ``bound`` is not positive.
+    """
+    from posenc_book.checks import format_bound
+
+    if not bound > 0:
+        raise ValueError(f"bound must be > 0, got bound={bound}")
+    wrong = [s for s, values in gaps.items() if len(values) != len(colors)]
+    if wrong:
+        raise ValueError(f"gaps must hold {len(colors)} values per scheme: {wrong}")
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for j, (choice, color) in enumerate(colors.items()):
+        for i, values in enumerate(gaps.values()):
+            gap = values[j]
+            below = gap < bound  # rounding noise: drawn at the bound it is checked to
+            top, x = bound if below else gap, i + (j - (len(colors) - 1) / 2) * 0.38
+            ax.bar(x, top, width=0.36, color=color, alpha=0.35 if below else 1.0,
+                   hatch="//" if below else None, label=None if i else choice)
+            ax.annotate(f"< {format_bound(bound)}" if below else f"{gap:.1f}", (x, top),
+                        xytext=(0, 2), textcoords="offset points", ha="center",
+                        va="bottom")
+    ax.axhline(bound, color="black", linestyle="--", linewidth=1)
+    ax.set_yscale("log")
+    ax.set_ylim(*ylim)
+    ax.set_xticks(range(len(gaps)), [scheme_label(name) for name in gaps])
+    ax.set_ylabel(ylabel)
+    return fig
+
+
+def plot_loss_curves(lines: Mapping[str, tuple[object, str, str]], *, first_step: int,
+                     xlim: tuple[int, int], title: str,
+                     ylabel: str = "training loss (nats/byte, 20-step mean)") -> Figure:
+    """Smoothed training-loss curves, cut to the steps worth comparing.
+
+    The y axis tops out 0.05 above the highest curve at ``xlim[0]``, so the steep first
+    steps do not squash the rest.
+
+    Args:
+        lines: label → (curve ``[n]``: the value at step ``first_step + j`` is
+            ``curve[j]``; colour; line style), drawn in order.
+        first_step: the step of each curve's first value (20 for 20-step means).
+        xlim: (first, last) step shown; ``xlim[0] ≥ first_step``.
+        title, ylabel: the title and the y label.
+
+    Returns:
+        The figure (6.5 × 4.0 inches), not yet laid out or shown (:func:`show_figure`).
+
+    Raises:
+        ValueError: if ``lines`` is empty or ``xlim`` starts before ``first_step``.
+    """
+    if not lines:
+        raise ValueError("lines must hold at least one curve")
+    if xlim[0] < first_step:
+        raise ValueError(f"xlim must start at or after first_step={first_step}, got {xlim}")
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    for label, (curve, colour, dash) in lines.items():
+        ax.plot(range(first_step, first_step + len(curve)), curve, dash, color=colour,
+                label=label)
+    ax.set_xlim(*xlim)
+    highest = max(float(curve[xlim[0] - first_step]) for curve, _, _ in lines.values())
+    ax.set_ylim(top=highest + 0.05)
+    ax.set(xlabel="training step", ylabel=ylabel, title=title)
+    return fig
+
+
+def plot_head_curves(curves: Mapping[str, object], styles: Mapping[str, str],
+                     train_length: int, *, label: str, ylabel: str, title: str,
+                     bins: int = 40) -> Figure:
+    """Per-head curves along the query position, binned on log–log axes, one colour per
+    scheme and the line ``t + 1`` of uniform attention for reference.
+
+    Args:
+        curves: scheme → ``[H, T]`` values by head and query position t (tensor or
+            array), e.g. the effective number of keys of one layer.
+        styles: scheme → line style, also the order of drawing.
+        train_length: L_train, marked and used for the ticks (1, 8, 32, L, 4 L, T).
+        label: legend label of a scheme's first head, ``{scheme}`` replaced by its
+            display name (e.g. ``"{scheme}, heads of layer 1"``).
+        ylabel, title: the y label and the title.
+        bins: how many log-spaced bin edges (:func:`log_bins`) from 1 to T.
+
+    Returns:
+        The figure (6.5 × 3.8 inches), not yet laid out or shown (:func:`show_figure`).
+
+    Raises:
+        ValueError: if ``styles`` names a scheme ``curves`` lacks, or the curves' lengths
+            differ.
+    """
+    missing = [s for s in styles if s not in curves]
+    if missing:
+        raise ValueError(f"styles names schemes that curves lacks: {missing}")
+    lengths = {np.shape(curves[s])[-1] for s in styles}
+    if len(lengths) != 1:
+        raise ValueError(f"the curves must have one length, got {sorted(lengths)}")
+    (length,) = lengths
+    edges, centres = log_bins(length, bins)
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for scheme, style in styles.items():
+        for h, curve in enumerate(curves[scheme]):
+            name = label.format(scheme=scheme_label(scheme)) if h == 0 else None
+            ax.plot(centres, binned_means(curve, edges), style,
+                    color=SCHEME_STYLE[scheme]["color"], lw=1.2, label=name)
+    ax.plot(centres, centres + 1, ":", color="black", label="uniform attention, t + 1")
+    mark_train_length(ax, train_length)
+    log_axes(ax, [1, 8, 32, train_length, 4 * train_length, length], "xy")
+    ax.set(xlim=(1, None), ylim=(1, None), xlabel="query position t (bytes)",
+           ylabel=ylabel, title=title)
+    return fig
+
+
+def plot_position_readout(quartiles, length: int, train_length: int,
+                          ticks: Sequence[int], *, ylabel: str, title: str,
+                          scheme: str = "none") -> Figure:
+    """What a probe reads off a model against the true position: the median and the
+    middle 50 % of its predictions per range of positions, and the diagonal, log–log.
+
+    Args:
+        quartiles: a table with columns ``"t"``, ``"25%"``, ``"50%"``, ``"75%"``, one row
+            per range (:func:`~posenc_lib.analysis.probes.quartiles_by_range`).
+        length: the longest true position shown (the diagonal runs from 1 to it).
+        train_length: L_train, marked.
+        ticks: tick positions of both axes.
+        ylabel, title: the y label and the title.
+        scheme: whose colour (:data:`SCHEME_STYLE`).
+
+    Returns:
+        The figure (6.5 × 3.8 inches), not yet laid out or shown (:func:`show_figure`).
+
+    Raises:
+        KeyError: if ``quartiles`` lacks a column, or ``scheme`` is unknown.
+    """
+    t, low, median, high = (quartiles[c] for c in ("t", "25%", "50%", "75%"))
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    color = SCHEME_STYLE[scheme]["color"]
+    ax.fill_between(t, low, high, color=color, alpha=0.25,
+                    label="probe's prediction, middle 50 %")
+    ax.plot(t, median, color=color, marker="x", label="probe's prediction, median")
+    ax.plot([1, length], [1, length], ":", color="black", label="exact, t̂ = t")
+    mark_train_length(ax, train_length)
+    log_axes(ax, ticks, "xy")
+    ax.set(xlabel="true position t (bytes)", ylabel=ylabel, title=title)
+    return fig
+
+
+def plot_loss_by_position(curves: Mapping[str, object], length: int, train_length: int,
+                          ticks: Sequence[int], *,
+                          levels: Mapping[str, tuple[float, str]] | None = None,
+                          title: str, bins: int = 44) -> Figure:
+    """Test loss against the position in the window, in log-spaced bins, one line per
+    scheme, with horizontal reference levels (e.g. n-gram tables).
+
+    Args:
+        curves: scheme → ``[T_s]`` loss by position (nats/byte), T_s ≤ ``length``; a
+            bin is drawn where the curve covers it.
+        length: the last bin edge (:func:`log_bins`).
+        train_length: L_train, marked.
+        ticks: x tick positions.
+        levels: name → (level, line style), drawn as ``"{name} table"``.
+        title: the title.
+        bins: how many log-spaced bin edges from 1 to ``length``.
+
+    Returns:
+        The figure (6.5 × 3.8 inches), not yet laid out or shown (:func:`show_figure`).
+
+    Raises:
+        ValueError: if a curve is longer than ``length``.
+    """
+    edges, centres = log_bins(length, bins)
+    too_long = [s for s, c in curves.items() if len(c) > length]
+    if too_long:
+        raise ValueError(f"curves longer than length={length}: {too_long}")
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for scheme, curve in curves.items():
+        covered = edges[edges <= len(curve)]
+        style = SCHEME_STYLE[scheme]
+        ax.plot(centres[: len(covered) - 1], binned_means(curve, covered), ms=3,
+                color=style["color"], marker=style["marker"], label=scheme_label(scheme))
+    for name, (level, ls) in (levels or {}).items():
+        ax.axhline(level, color="black", ls=ls, lw=1, label=f"{name} table")
+    mark_train_length(ax, train_length)
+    log_axes(ax, ticks, "x")
+    ax.set(xlabel="position t in the window (bytes)",
+           ylabel="test loss at position t (nats/byte)", title=title)
+    return fig
+
+
+def plot_loss_by_context(table, edges: Sequence[int], schemes: Sequence[str], *,
+                         title: str) -> Figure:
+    """Loss by groups of context length, one line per scheme, on a log₂ x axis with one
+    tick per group at its geometric centre, legend below in three columns.
+
+    Args:
+        table: rows = groups (their labels become the ticks), columns = schemes'
+            display names (:func:`scheme_label`), values in nats per byte.
+        edges: the groups' bounds: group j holds contexts ``edges[j] + 1 … edges[j + 1]``.
+        schemes: raw scheme names, in the legend's order.
+        title: the title.
+
+    Returns:
+        The figure, laid out with its legend below, not yet shown.
+
+    Raises:
+        ValueError: if ``table`` has not one row per group of ``edges``.
+    """
+    if len(table) != len(edges) - 1:
+        raise ValueError(f"table has {len(table)} rows for {len(edges) - 1} groups of edges")
+    centres = [((a + 1) * b) ** 0.5 for a, b in zip(edges, edges[1:])]  # geometric
+    fig, ax = plt.subplots()
+    for s in schemes:
+        ax.plot(centres, table[scheme_label(s)], marker=SCHEME_STYLE[s]["marker"],
+                color=SCHEME_STYLE[s]["color"], label=scheme_label(s))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(centres, list(table.index))  # one tick per group, at its centre
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set_xlabel("bytes of context of the scored byte (t + 1)")
+    ax.set_ylabel("loss (nats per byte)")
+    ax.set_title(title)
+    fig.tight_layout()
+    legend_below(fig, ncol=3)
+    return fig
+
+
+PROTOCOL_TITLES = {"nonoverlapping": "Non-overlapping", "sliding": "Sliding"}
+"""Display names of the two evaluation protocols, as panel titles."""
+
+
+def plot_sweep_protocols(frame, train_length: int, *, title: str,
+                         yticks: Sequence[float] = (6, 8, 10, 15, 20, 30, 40)) -> Figure:
+    """A sweep's perplexity against the length, mean ± std over seeds, one panel per
+    protocol (non-overlapping, sliding) sharing a log y axis, legend below.
+
+    Args:
+        frame: one row per evaluation, with columns ``protocol``, ``scheme``,
+            ``eval_length`` and ``perplexity`` (``posenc_lib.results_frame``).
+        train_length: L_train, marked in each panel.
+        title: the figure's title.
+        yticks: plain-number ticks of the shared y axis.
+
+    Returns:
+        The figure (6.5 × 4.0 inches), laid out with its legend below, not yet shown.
+
+    Raises:
+        ValueError: if ``frame`` has no row of a protocol.
+    """
+    missing = [p for p in PROTOCOL_TITLES if not (frame.protocol == p).any()]
+    if missing:
+        raise ValueError(f"frame has no evaluation with protocol {missing}")
+    fig, axes = plt.subplots(1, 2, figsize=(6.5, 4.0), sharey=True)
+    for ax, (protocol, name) in zip(axes, PROTOCOL_TITLES.items()):
+        stats = (frame[frame.protocol == protocol]
+                 .groupby(["scheme", "eval_length"], sort=False)["perplexity"]
+                 .agg(["mean", "std"]))
+        means, stds = ({s: stats.loc[s, stat].to_dict() for s in stats.index.unique(0)}
+                       for stat in ("mean", "std"))
+        plot_perplexity_vs_length(means, spread=stds, train_length=train_length, ax=ax,
+                                  yscale="log", title=f"{name} windows",
+                                  legend=protocol == "sliding")
+    axes[1].set_ylabel("")
+    plain_log_ticks(axes[0], "y", list(yticks))  # shared by both panels
+    fig.suptitle(title)
+    fig.tight_layout()
+    legend_below(fig, axes[1], ncol=3)
+    return fig
+
+
+def plot_ratio_marks(marks: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]], *,
+                     xlabel: str, xticks: Sequence[float] = (1, 2, 4, 8)) -> Figure:
+    """One mark per seed of a ratio, one row per scheme, one panel per set of runs:
+    filled marks for non-overlapping windows, open ones for sliding windows, log x axis
+    and a dashed line at 1.
+
+    Args:
+        marks: panel title → scheme (rows, top to bottom) → protocol
+            (``"nonoverlapping"``, ``"sliding"``) → the seeds' values.
+        xlabel: the x label of every panel.
+        xticks: plain-number ticks of the shared x axis.
+
+    Returns:
+        The figure (6.5 × 3.6 inches), laid out with its legend below, not yet shown.
+
+    Raises:
+        ValueError: if the panels do not list the same schemes.
+    """
+    orders = [list(by_scheme) for by_scheme in marks.values()]
+    if not orders or any(order != orders[0] for order in orders):
+        raise ValueError(f"every panel must list the same schemes, got {orders}")
+    order = orders[0]
+    fig, axes = plt.subplots(1, len(marks), figsize=(6.5, 3.6), sharex=True, sharey=True,
+                             squeeze=False)
+    axes = axes[0]
+    for ax, (name, by_scheme) in zip(axes, marks.items()):
+        for y, s in enumerate(order):
+            color = SCHEME_STYLE[s]["color"]
+            for dy, p, face in ((0.15, "nonoverlapping", color),
+                                (-0.15, "sliding", "none")):
+                r = by_scheme[s][p]
+                ax.scatter(r, [y + dy] * len(r), marker="o", s=45,
+                           facecolors=face, edgecolors=color, linewidths=1.5)
+        ax.axvline(1, color="black", linestyle="--", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_title(name)
+        ax.set_xlabel(xlabel)
+    plain_log_ticks(axes[0], "x", list(xticks))
+    axes[0].set_yticks(range(len(order)), [scheme_label(s) for s in order])
+    axes[0].set_ylim(len(order) - 0.5, -0.5)
+    for face, label in (("grey", "non-overlapping"), ("none", "sliding")):
+        axes[-1].scatter([], [], marker="o", facecolors=face, edgecolors="grey",
+                         linewidths=1.5, label=f"{label} windows, one mark per seed")
+    fig.tight_layout()
+    legend_below(fig, axes[-1], ncol=1)
+    return fig
+
+
+def plot_table_rows(trained_length, start_length, main, *, title: str,
+                    xticks: Sequence[int] = (0, 32, 64, 96, 127),
+                    scheme: str = "learned") -> Figure:
+    """A position table's rows in two panels against the position p: their lengths,
+    trained and at the start (dashed grey), and each row's coordinate along the trained
+    table's main direction.
+
+    Args:
+        trained_length, start_length: ``[P]`` row lengths ‖row_p‖ after and before
+            training.
+        main: ``[P]`` coordinate of each trained row along the main direction.
+        title: the figure's title.
+        xticks: the positions ticked on both panels.
+        scheme: whose colour (:data:`SCHEME_STYLE`).
+
+    Returns:
+        The figure (6.5 × 3.6 inches, the legend in the first panel), not yet laid out
+        or shown (:func:`show_figure` with ``legend=None``).
+
+    Raises:
+        ValueError: if the three curves differ in length.
+    """
+    lengths = {len(trained_length), len(start_length), len(main)}
+    if len(lengths) != 1:
+        raise ValueError(f"the three curves must have one length, got {sorted(lengths)}")
+    fig, (ax_len, ax_main) = plt.subplots(1, 2, figsize=(6.5, 3.6), sharex=True)
+    color = SCHEME_STYLE[scheme]["color"]
+    ax_len.plot(trained_length, color=color, label="trained")
+    ax_len.plot(start_length, color="#7f7f7f", linestyle="--", label="start")
+    ax_len.set_ylabel("row length ‖row_p‖")
+    ax_len.legend()
+    ax_main.plot(main, color=color)
+    ax_main.set_ylabel("main-direction coordinate")
+    for ax in (ax_len, ax_main):
+        ax.set(xlabel="position p", xticks=list(xticks))
+    fig.suptitle(title)
+    return fig

@@ -322,3 +322,36 @@ def pooled_passkey_accuracy(cells: pd.DataFrame, train_length: int, bar: float =
     pooled = cells[rows].groupby(["scheme", *by])[["correct", "trials"]].sum()
     pooled["accuracy"] = pooled.correct / pooled.trials
     return pooled
+
+
+def budget_runs_frame(runs: Iterable[dict], train_length: int) -> "pd.DataFrame":
+    """Stored runs of one model at several training budgets, one row per run: NLL at
+    L_train and at 16 L_train (non-overlapping windows), the late-window NLL and the swap
+    cost at t = 8 and 64, as ``tools/runs`` stores them in ``extra``.
+
+    Args:
+        runs: result records with evaluations at ``train_length`` and 16 × it, and
+            ``extra["nll_by_position_range"]["32-{train_length}"]`` and
+            ``extra["swap_cost"]["8"]``, ``["64"]``.
+        train_length: L_train (bytes).
+
+    Returns:
+        A float DataFrame indexed by (scheme, steps, seed), sorted, with the columns
+        ``"at L_train"``, ``"at 16 L_train"``, ``"late"``, ``"swap, t=8"``, ``"swap, t=64"``
+        (nats per byte; the swap costs in nats).
+
+    Raises:
+        KeyError: if a run lacks one of those values (:func:`evaluation_nll` for a length).
+    """
+    import pandas as pd
+
+    if train_length < 1:
+        raise ValueError(f"train_length must be positive, got train_length={train_length}")
+    return pd.DataFrame({
+        "scheme": r["run"]["scheme"], "seed": r["run"]["seed"],
+        "steps": r["train"]["steps"], "at L_train": evaluation_nll(r, train_length),
+        "at 16 L_train": evaluation_nll(r, 16 * train_length),
+        "late": r["extra"]["nll_by_position_range"][f"32-{train_length}"],
+        "swap, t=8": r["extra"]["swap_cost"]["8"],
+        "swap, t=64": r["extra"]["swap_cost"]["64"],
+    } for r in runs).set_index(["scheme", "steps", "seed"]).sort_index()

@@ -267,3 +267,53 @@ def mean_spread_table(
     if column_label is not None:
         table.columns = [column_label.format(c) for c in table.columns]
     return table
+
+
+def context_groups(length: int) -> tuple[list[int], list[str]]:
+    """Groups of context length c = t + 1 in doublings, for a window of ``length``:
+    1, 2, 3–4, 5–8, …, length/2 + 1 … length.
+
+    Args:
+        length: the window length, a power of 2 (≥ 2).
+
+    Returns:
+        ``(edges, labels)``: group j holds the positions ``edges[j] ≤ t < edges[j + 1]``
+        (contexts ``edges[j] + 1 … edges[j + 1]``); edges ``[0, 1, 2, 4, …, length]`` and
+        one label per group (``"1"``, ``"2"``, ``"3–4"``, …).
+
+    Raises:
+        ValueError: if ``length`` is not a power of 2 of at least 2.
+    """
+    if length < 2 or length & (length - 1):
+        raise ValueError(f"length must be a power of 2, at least 2, got length={length}")
+    edges = [0] + [2**j for j in range(length.bit_length())]  # 0, 1, 2, 4, …, length
+    labels = [f"{a + 1}–{b}" if b > a + 1 else f"{b}" for a, b in zip(edges, edges[1:])]
+    return edges, labels
+
+
+def loss_by_context(curves, length: int) -> pd.DataFrame:
+    """Mean loss per group of context length (:func:`context_groups`), one column per
+    scheme, by display name.
+
+    Args:
+        curves: scheme → ``[length]`` loss by position in the window (nats per byte; a
+            torch tensor or NumPy array).
+        length: the window length, a power of 2.
+
+    Returns:
+        A float DataFrame, one row per group (index named ``"bytes of context"``).
+
+    Raises:
+        ValueError: for a bad ``length`` or a curve of another length.
+    """
+    from posenc_book.schemes import scheme_label
+
+    edges, labels = context_groups(length)
+    wrong = [s for s, curve in curves.items() if len(curve) != length]
+    if wrong:
+        raise ValueError(f"curves must have length={length} positions: {wrong}")
+    return pd.DataFrame(
+        {scheme_label(s): [float(curve[a:b].mean()) for a, b in zip(edges, edges[1:])]
+         for s, curve in curves.items()},
+        index=pd.Index(labels, name="bytes of context"),
+    )

@@ -353,30 +353,66 @@ from posenc_book.stored import (
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import Link, mean_spread_table
 
+# issue 37 (thin notebooks), chapters 04, 05, 08, 09
+from posenc_book.plotting import (
+    plot_gap_bars,
+    plot_head_curves,
+    plot_loss_by_context,
+    plot_loss_by_position,
+    plot_loss_curves,
+    plot_position_readout,
+    plot_ratio_marks,
+    plot_sweep_protocols,
+    plot_table_rows,
+)
+from posenc_book.stored import budget_runs_frame
+from posenc_book.tables import context_groups, loss_by_context
+from posenc_lib.analysis.attention_maps import left_padding_gaps
+from posenc_lib.analysis.equivariance import rotation_normal_form
+from posenc_lib.model.attention import load_interleaved_as_half
+from posenc_lib.analysis.learned_table import perplexity_with_rows, table_movement
+from posenc_lib.tasks.sweep import HAVIV2022_PERPLEXITY, haviv_perplexities, relative_gain
+
 __version__ = "0.1.0"
 
 __all__ = [
     "ALIBI_IMPLEMENTATIONS",
     "AttentionVariant",
     "CAUSAL_BLOCK",
+    "context_groups",
     "Corpus",
     "DEFAULT_INIT_STD",
     "EvalResult",
     "FineTuneConfig",
+    "HAVIV2022_PERPLEXITY",
+    "haviv_perplexities",
     "LearnedPositionalEmbedding",
     "Link",
+    "loss_by_context",
     "MARKED_TEMPLATE",
     "METHOD_STYLE",
     "ModelConfig",
     "PasskeyTemplate",
+    "perplexity_with_rows",
+    "plot_gap_bars",
+    "plot_head_curves",
+    "plot_loss_by_context",
+    "plot_loss_by_position",
+    "plot_loss_curves",
+    "plot_position_readout",
+    "plot_ratio_marks",
+    "plot_sweep_protocols",
+    "plot_table_rows",
     "PosencRopeAttention",
     "PROTOCOLS",
     "RecallConfig",
     "RecallTemplate",
+    "relative_gain",
     "RidgeProbe",
     "ROPE_TYPES",
     "RopeVariant",
     "RotaryEmbedding",
+    "rotation_normal_form",
     "Scale",
     "SCALES",
     "SCHEME_STYLE",
@@ -388,6 +424,7 @@ __all__ = [
     "StreamingConfig",
     "STRETCH_METHODS",
     "T5RelativePositionBias",
+    "table_movement",
     "TrainConfig",
     "TrainedRowDistance",
     "TrainRecord",
@@ -420,6 +457,7 @@ __all__ = [
     "benchmark_rows",
     "binned_means",
     "block_means",
+    "budget_runs_frame",
     "byte_encode",
     "bytes_to_tokens",
     "cached_decode_logits",
@@ -457,6 +495,8 @@ __all__ = [
     "kv_cache_bytes_per_token",
     "last_queries_attention",
     "learned_position_table",
+    "left_padding_gaps",
+    "load_interleaved_as_half",
     "legend_below",
     "level_spread",
     "load_corpus",

@@ -228,3 +228,16 @@ def test_heads_are_project_before_rope() -> None:
     pq, pk, pv = attn.project(x)
     assert q.shape == (2, 2, 5, 8) and torch.equal(v, pv)
     assert torch.allclose(attn.rotary(q, None), pq) and torch.allclose(attn.rotary(k, None), pk)
+
+
+def test_load_interleaved_as_half_gives_the_same_outputs() -> None:
+    from posenc_lib import RotaryEmbedding, load_interleaved_as_half
+
+    torch.manual_seed(0)
+    source = SelfAttention(16, 2, rotary=RotaryEmbedding(8, interleaved=True))
+    target = SelfAttention(16, 2, rotary=RotaryEmbedding(8))
+    load_interleaved_as_half(target, source)
+    x = torch.randn(2, 10, 16)
+    assert (target(x) - source(x)).abs().max() < 1e-5
+    with pytest.raises(ValueError, match="heads"):
+        load_interleaved_as_half(SelfAttention(16, 4, rotary=RotaryEmbedding(4)), source)

@@ -282,3 +282,19 @@ def test_head_table_spreads_layers_into_columns():
         head_table({})
     with pytest.raises(ValueError, match="must be"):
         head_table({"a": torch.zeros(1, 2, 3)})
+
+
+def test_left_padding_gaps_mask_positions_match_the_prompt_alone() -> None:
+    from posenc_lib import left_padding_gaps
+
+    torch.manual_seed(0)
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1] * 6])
+    tokens = torch.randint(0, 256, (2, 6))
+    model = TransformerLM(ModelConfig(position="sinusoidal", d_model=32, num_layers=1,
+                                      num_heads=2)).eval()
+    from_mask, by_column = left_padding_gaps(model, tokens, mask)
+    assert from_mask < 1e-4 < 1e-2 < by_column
+    with pytest.raises(ValueError, match="pads"):
+        left_padding_gaps(model, tokens, torch.tensor([[1, 0, 1, 1, 1, 1], [1] * 6]))
+    with pytest.raises(ValueError, match="shape"):
+        left_padding_gaps(model, tokens[:, :4], mask)

@@ -57,3 +57,29 @@ def test_averaging_attention_outputs_the_running_mean_of_the_values() -> None:
     for bad in (0, 2.0):
         with pytest.raises(ValueError, match="d_model"):
             averaging_attention(bad)
+
+
+def test_rotation_normal_form_turns_g_into_ropes_block_rotation() -> None:
+    import math
+
+    from posenc_lib import rotation_normal_form
+
+    angles = torch.tensor([0.3, 1.1], dtype=torch.float64)
+    blocks = torch.zeros(4, 4, dtype=torch.float64)
+    for i, a in enumerate(angles):
+        c, s = math.cos(a), math.sin(a)
+        blocks[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, -s], [s, c]])
+    basis, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64,
+                                           generator=torch.Generator().manual_seed(0)))
+    G = basis @ blocks @ basis.T
+    Q, found = rotation_normal_form(G)
+    assert sorted(found) == pytest.approx(angles.tolist())
+    assert torch.allclose(Q.T @ Q, torch.eye(4, dtype=torch.float64), atol=1e-10)
+    R = Q.T @ G @ Q  # block-diagonal rotations by the found angles
+    for i, a in enumerate(found):
+        assert abs(R[2 * i, 2 * i] - math.cos(a)) < 1e-6
+        assert abs(R[2 * i + 1, 2 * i] - math.sin(a)) < 1e-6
+    with pytest.raises(ValueError, match="real eigenvalue"):
+        rotation_normal_form(torch.eye(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="d even"):
+        rotation_normal_form(torch.eye(3, dtype=torch.float64))

@@ -474,3 +474,22 @@ def test_press_ratios_and_table() -> None:
     assert row[("4×", "ours")] == pytest.approx(1.2)
     assert math.isnan(table.loc[("sliding", "RoPE"), ("2×", "Press, per word")])
     assert table.loc[("sliding", "RoPE"), ("2×", "ours")] == pytest.approx(1.1)
+
+
+def test_relative_gain_and_haviv_numbers() -> None:
+    from posenc_lib import HAVIV2022_PERPLEXITY, haviv_perplexities, relative_gain
+
+    def record(scheme, seed, ppl):
+        return {"run": {"scheme": scheme, "seed": seed, "train_length": 8},
+                "evaluations": [{"protocol": "nonoverlapping", "eval_length": 8,
+                                 "perplexity": ppl, "bits_per_byte": math.log2(ppl),
+                                 "nll": math.log(ppl)}]}
+
+    runs = [record("none", 0, 10.0), record("learned", 0, 9.0),
+            record("none", 1, 10.0), record("learned", 1, 11.0)]
+    gain = relative_gain(runs, "nonoverlapping", "learned")
+    assert gain.round(6).tolist() == [0.1, -0.1]
+    table = haviv_perplexities()
+    assert list(table.columns) == ["none", "learned", "sinusoidal", "alibi"]
+    assert len(table) == len(HAVIV2022_PERPLEXITY) == 8
+    assert (table["none"] > table["alibi"]).all()

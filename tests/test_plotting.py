@@ -398,3 +398,134 @@ def test_heat_map_grid_labels_outer_panels_and_shares_one_colour_bar():
         plot_heat_map_grid(images, (2, 2))
     with pytest.raises(ValueError, match="row_labels"):
         plot_heat_map_grid(images, (2, 3), row_labels=["one"])
+
+
+# issue 37: figures moved out of chapters 04, 05, 08 and 09 ---------------------------
+
+def test_gap_bars_draw_noise_at_the_bound_and_reject_bad_input() -> None:
+    from posenc_book.plotting import plot_gap_bars
+
+    colors = {"from the mask": "#1f77b4", "columns": "#ff7f0e"}
+    fig = plot_gap_bars({"rope": (1e-7, 2e-6), "sinusoidal": (1e-7, 3.2)}, colors, 1e-4,
+                        ylabel="max |Δ logit|")
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("< 1e-4") == 3 and "3.2" in texts
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["RoPE", "Sinusoidal"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="2 values per scheme"):
+        plot_gap_bars({"rope": (1.0,)}, colors, 1e-4, ylabel="y")
+    with pytest.raises(ValueError, match="bound"):
+        plot_gap_bars({"rope": (1.0, 2.0)}, colors, 0.0, ylabel="y")
+
+
+def test_loss_curves_start_at_their_first_step_and_cut_the_top() -> None:
+    from posenc_book.plotting import plot_loss_curves
+
+    curve = np.linspace(3.0, 2.0, 81)  # steps 20 … 100
+    fig = plot_loss_curves({"a": (curve, "red", "-"), "b": (curve + 0.1, "blue", "--")},
+                           first_step=20, xlim=(40, 100), title="t")
+    ax = fig.axes[0]
+    assert ax.lines[0].get_xdata()[0] == 20 and ax.get_xlim() == (40, 100)
+    assert ax.get_ylim()[1] == pytest.approx(curve[20] + 0.1 + 0.05)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="first_step"):
+        plot_loss_curves({"a": (curve, "red", "-")}, first_step=20, xlim=(10, 100),
+                         title="t")
+    with pytest.raises(ValueError, match="at least one"):
+        plot_loss_curves({}, first_step=20, xlim=(40, 100), title="t")
+
+
+def test_head_curves_one_labelled_line_per_scheme_and_the_uniform_line() -> None:
+    from posenc_book.plotting import plot_head_curves
+
+    curves = {"none": torch.rand(4, 1024) + 1, "alibi": torch.rand(4, 1024) + 1}
+    fig = plot_head_curves(curves, {"none": "-", "alibi": "--"}, 128,
+                           label="{scheme}, heads of layer 1", ylabel="n", title="t")
+    labels = [line.get_label() for line in fig.axes[0].lines
+              if not line.get_label().startswith("_")]
+    assert labels[:2] == ["NoPE, heads of layer 1", "ALiBi, heads of layer 1"]
+    assert "uniform attention, t + 1" in labels
+    plt.close(fig)
+    with pytest.raises(ValueError, match="lacks"):
+        plot_head_curves(curves, {"rope": "-"}, 128, label="{scheme}", ylabel="n",
+                         title="t")
+
+
+def test_position_readout_and_loss_by_position() -> None:
+    import pandas as pd
+
+    from posenc_book.plotting import plot_loss_by_position, plot_position_readout
+
+    quartiles = pd.DataFrame({"t": [2.0, 20.0, 200.0], "25%": [1.0, 10.0, 50.0],
+                              "50%": [2.0, 15.0, 60.0], "75%": [3.0, 20.0, 70.0]})
+    fig = plot_position_readout(quartiles, 2048, 128, [1, 8, 128, 2048], ylabel="y",
+                                title="t")
+    assert fig.axes[0].get_xscale() == "log" == fig.axes[0].get_yscale()
+    plt.close(fig)
+    curves = {"none": torch.rand(2048), "alibi": torch.rand(128)}
+    fig = plot_loss_by_position(curves, 2048, 128, [1, 8, 128, 2048],
+                                levels={"bigram": (0.5, ":")}, title="t")
+    labels = [line.get_label() for line in fig.axes[0].lines]
+    assert {"NoPE", "ALiBi", "bigram table"} <= set(labels)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="longer than"):
+        plot_loss_by_position({"none": torch.rand(4096)}, 2048, 128, [1, 2048], title="t")
+
+
+def test_loss_by_context_ticks_each_group() -> None:
+    from posenc_book.plotting import plot_loss_by_context
+    from posenc_book.tables import context_groups, loss_by_context
+
+    edges, labels = context_groups(16)
+    table = loss_by_context({"rope": torch.rand(16), "alibi": torch.rand(16)}, 16)
+    fig = plot_loss_by_context(table, edges, ["rope", "alibi"], title="t")
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == labels
+    plt.close(fig)
+    with pytest.raises(ValueError, match="groups"):
+        plot_loss_by_context(table.iloc[:2], edges, ["rope"], title="t")
+
+
+def _sweep_frame():
+    import pandas as pd
+
+    rows = [{"protocol": p, "scheme": s, "eval_length": L, "seed": seed,
+             "perplexity": 8.0 + seed + L / 1000}
+            for p in ("nonoverlapping", "sliding") for s in ("rope", "alibi")
+            for L in (128, 256) for seed in (0, 1)]
+    return pd.DataFrame(rows)
+
+
+def test_sweep_protocols_two_panels_and_a_missing_protocol() -> None:
+    from posenc_book.plotting import plot_sweep_protocols
+
+    frame = _sweep_frame()
+    fig = plot_sweep_protocols(frame, 128, title="ci")
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["Non-overlapping windows",
+                                                       "Sliding windows"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="sliding"):
+        plot_sweep_protocols(frame[frame.protocol == "nonoverlapping"], 128, title="ci")
+
+
+def test_ratio_marks_one_mark_per_seed_and_the_same_rows() -> None:
+    from posenc_book.plotting import plot_ratio_marks
+
+    panel = {s: {"nonoverlapping": [1.0, 1.1], "sliding": [1.2, 1.3]}
+             for s in ("rope", "alibi")}
+    fig = plot_ratio_marks({"ci scale": panel, "book scale": panel}, xlabel="ratio")
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["RoPE", "ALiBi"]
+    assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == 8
+    plt.close(fig)
+    with pytest.raises(ValueError, match="same schemes"):
+        plot_ratio_marks({"a": panel, "b": {"rope": panel["rope"]}}, xlabel="x")
+
+
+def test_table_rows_two_panels_and_mismatched_lengths() -> None:
+    from posenc_book.plotting import plot_table_rows
+
+    fig = plot_table_rows(torch.rand(128), torch.rand(128), torch.rand(128), title="t")
+    assert [ax.get_xlabel() for ax in fig.axes] == ["position p", "position p"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one length"):
+        plot_table_rows(torch.rand(128), torch.rand(64), torch.rand(128), title="t")

@@ -171,3 +171,24 @@ def test_token_start_label_reads_the_run_configuration() -> None:
     assert token_start_label(run(0.125, True)) == "std 0.125, ×√64"
     with pytest.raises(KeyError):
         token_start_label({"train_config": {"model": {}}})
+
+
+def test_budget_runs_frame_one_row_per_run() -> None:
+    from posenc_book.stored import budget_runs_frame
+
+    def run(scheme, steps, seed, nll):
+        return {"run": {"scheme": scheme, "seed": seed}, "train": {"steps": steps},
+                "evaluations": [{"protocol": "nonoverlapping", "eval_length": L,
+                                 "nll": nll + L / 1000} for L in (8, 128)],
+                "extra": {"nll_by_position_range": {"32-8": nll},
+                          "swap_cost": {"8": 0.1, "64": 0.2}}}
+
+    frame = budget_runs_frame([run("none", 600, 1, 2.0), run("alibi", 300, 0, 1.5)], 8)
+    assert list(frame.index) == [("alibi", 300, 0), ("none", 600, 1)]
+    assert frame.loc[("none", 600, 1), "at 16 L_train"] == pytest.approx(2.128)
+    assert list(frame.columns) == ["at L_train", "at 16 L_train", "late", "swap, t=8",
+                                   "swap, t=64"]
+    with pytest.raises(KeyError):
+        budget_runs_frame([run("none", 600, 1, 2.0)], 16)
+    with pytest.raises(ValueError, match="train_length"):
+        budget_runs_frame([], 0)

@@ -228,3 +228,34 @@ def test_off_diagonal_and_main_direction():
     assert energy[0] > 0.99 and math.isclose(energy.sum().item(), 1.0)
     with pytest.raises(ValueError, match="table"):
         main_direction(torch.zeros(1, 3))
+
+
+def test_table_movement_of_a_scaled_table_and_a_bad_start() -> None:
+    from posenc_lib import table_movement
+
+    start = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    moved = table_movement(0.5 * start, start)
+    assert moved["fitted scale c"] == 0.5 and moved["rest / trained (norm %)"] == 0.0
+    assert moved["min cosine of a row with its start"] == 1.0
+    assert moved["trained row norm"] == pytest.approx(moved["start row norm"] / 2, abs=2e-3)
+    with pytest.raises(ValueError, match="one shape"):
+        table_movement(start[:4], start)
+
+
+def test_perplexity_with_rows_restores_the_table() -> None:
+    from posenc_lib import ModelConfig, TransformerLM, evaluate_perplexity, perplexity_with_rows
+
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(position="learned", d_model=16, num_layers=1,
+                                      num_heads=2, max_positions=8)).eval()
+    tokens = torch.randint(0, 256, (65,))
+    table = model.learned.table.weight.detach().clone()
+    as_is = evaluate_perplexity(model, tokens, 8).perplexity
+    assert perplexity_with_rows(model, table.clone(), tokens, 8) == pytest.approx(as_is)
+    zeroed = perplexity_with_rows(model, torch.zeros_like(table), tokens, 8)
+    assert zeroed != as_is and torch.equal(model.learned.table.weight, table)
+    with pytest.raises(ValueError, match="shape"):
+        perplexity_with_rows(model, table[:4], tokens, 8)
+    with pytest.raises(ValueError, match="no learned"):
+        perplexity_with_rows(TransformerLM(ModelConfig(position="rope", d_model=16,
+                             num_layers=1, num_heads=2)), table, tokens, 8)

@@ -144,3 +144,27 @@ def test_mean_spread_table_std_and_range() -> None:
         mean_spread_table(data, "model", "L", "PPL", spread="iqr")
     with pytest.raises(ValueError, match="'seed'"):
         mean_spread_table(data, "model", "seed", "PPL")
+
+
+def test_context_groups_double_and_loss_by_context_averages_them() -> None:
+    from posenc_book.tables import context_groups, loss_by_context
+
+    edges, labels = context_groups(8)
+    assert edges == [0, 1, 2, 4, 8] and labels == ["1", "2", "3–4", "5–8"]
+    curve = [float(t) for t in range(8)]
+
+    class Curve(list):  # a sequence with slices that have .mean(), as tensors do
+        def __getitem__(self, item):
+            part = list.__getitem__(self, item)
+            return Curve(part) if isinstance(item, slice) else part
+
+        def mean(self):
+            return sum(self) / len(self)
+
+    table = loss_by_context({"rope": Curve(curve)}, 8)
+    assert table.index.name == "bytes of context" and list(table.columns) == ["RoPE"]
+    assert table["RoPE"].tolist() == [0.0, 1.0, 2.5, 5.5]
+    with pytest.raises(ValueError, match="power of 2"):
+        context_groups(12)
+    with pytest.raises(ValueError, match="length=8"):
+        loss_by_context({"rope": Curve(curve[:4])}, 8)

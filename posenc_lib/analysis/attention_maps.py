@@ -547,3 +547,40 @@ def head_table(columns: Mapping[str, Tensor], *, name: str | None = None) -> pd.
             raise ValueError(f"column {key!r} must be [H] or [layers, H], got {tuple(values.shape)}")
     index = pd.Index(range(1, heads.pop() + 1), name="head h")
     return pd.DataFrame(table, index=index).rename_axis(columns=name)
+
+
+@torch.no_grad()
+def left_padding_gaps(model: TransformerLM, tokens: Tensor, attention_mask: Tensor
+                      ) -> tuple[float, float]:
+    """How far a left-padded prompt's logits move from the prompt's own, for the two ways
+    of numbering its positions.
+
+    Row 0 of ``tokens`` is a prompt with its pads on the left. Its real tokens' logits
+    are compared with those of the prompt run alone, once with the positions the model
+    derives from ``attention_mask`` (0 at the first real token) and once with the column
+    numbers 0 … T − 1 as positions.
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM` (put in eval mode).
+        tokens: ``[B, T]`` byte ids; row 0 left-padded.
+        attention_mask: ``[B, T]``, 0 at the pads, 1 at real tokens; row 0 is 0 … 0 1 … 1.
+
+    Returns:
+        ``(from the mask, column positions)``: the largest absolute logit differences of
+        the prompt's real tokens, as Python floats.
+
+    Raises:
+        ValueError: if the shapes differ or row 0 of the mask is not pads then real tokens.
+    """
+    if tokens.shape != attention_mask.shape or tokens.dim() != 2:
+        raise ValueError(f"tokens and attention_mask must be one [B, T] shape, got "
+                         f"{tuple(tokens.shape)} and {tuple(attention_mask.shape)}")
+    pads = int((attention_mask[0] == 0).sum())
+    if pads == tokens.shape[1] or attention_mask[0, pads:].eq(0).any():
+        raise ValueError("row 0 of attention_mask must be pads (0) then real tokens (1), "
+                         f"got {attention_mask[0].tolist()}")
+    alone = model(tokens[:1, pads:])[0]  # [T - pads, vocab]: the prompt by itself
+    from_mask = model(tokens, attention_mask=attention_mask)[0, pads:]
+    columns = torch.arange(tokens.shape[1], device=tokens.device)
+    by_column = model(tokens, positions=columns, attention_mask=attention_mask)[0, pads:]
+    return (from_mask - alone).abs().max().item(), (by_column - alone).abs().max().item()

@@ -11,6 +11,7 @@ Shapes: B batch, T sequence, C channels (any trailing axes).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -82,3 +83,34 @@ def averaging_attention(d_model: int) -> SelfAttention:
         layer.out.weight.copy_(torch.eye(d_model))  # read the values out unchanged
         layer.out.bias.zero_()
     return layer
+
+
+def rotation_normal_form(rotation: Tensor) -> tuple[Tensor, list[float]]:
+    """The real normal form of an orthogonal matrix G with det 1 and no real eigenvalue:
+    ``Qᵀ G^t Q = R_Θ,t``, RoFormer's block rotation with interleaved pairs.
+
+    From each conjugate pair of eigenvalues e^{±iθ_i} the eigenvector v of e^{−iθ_i}
+    gives the columns 2i, 2i+1 of Q: (√2 Re v, √2 Im v), which span the plane that G
+    turns by θ_i.
+
+    Args:
+        rotation: ``[d, d]`` orthogonal matrix with det 1 and no eigenvalue ±1, d even
+            (float64 for a tight check).
+
+    Returns:
+        ``(Q, angles)``: Q ``[d, d]`` (orthogonal up to rounding) and the d/2 angles
+        θ_i > 0 in radians per position, in the order of Q's column pairs.
+
+    Raises:
+        ValueError: if ``rotation`` is not square of even size, or has a real eigenvalue
+            (no pair for it).
+    """
+    if rotation.dim() != 2 or rotation.shape[0] != rotation.shape[1] or rotation.shape[0] % 2:
+        raise ValueError(f"rotation must be [d, d] with d even, got {tuple(rotation.shape)}")
+    values, vectors = torch.linalg.eig(rotation)
+    down = values.imag < 0  # one eigenvalue e^{-iθ_i} of each conjugate pair, θ_i > 0
+    if 2 * int(down.sum()) != rotation.shape[0]:
+        raise ValueError("rotation has a real eigenvalue: no normal form of 2 × 2 rotations")
+    Q = torch.stack([vectors[:, down].real, vectors[:, down].imag], dim=-1).flatten(1)
+    Q = Q * math.sqrt(2)  # [d, d]: columns 2i, 2i+1 span the plane of pair i
+    return Q, (-values[down].angle()).tolist()

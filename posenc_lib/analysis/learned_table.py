@@ -451,3 +451,70 @@ def main_direction(table: Tensor) -> tuple[Tensor, Tensor]:
     energy = singular**2 / (singular**2).sum()
     coordinate = U[:, 0] * singular[0]
     return coordinate * torch.sign(coordinate[-1] - coordinate[0]), energy
+
+
+def table_movement(trained: Tensor, start: Tensor) -> dict[str, float]:
+    """How a trained position table relates to its own start, in six numbers (float64).
+
+    Args:
+        trained, start: the table after and before training, one shape ``[P, d_model]``
+            (the same seed and initial weights: :func:`initial_position_table`).
+
+    Returns:
+        ``"start row norm"`` and ``"trained row norm"`` (mean row lengths, 3 decimals);
+        ``"fitted scale c"`` (:func:`fitted_scale`, 3 decimals); ``"rest / trained (norm
+        %)"``: 100 ‖trained − c·start‖ / ‖trained‖ (1 decimal); ``"RMS change per
+        entry"`` (4 decimals); ``"min cosine of a row with its start"`` (3 decimals).
+
+    Raises:
+        ValueError: as :func:`fitted_scale` (shapes differ, or ``start`` is zero).
+    """
+    c = fitted_scale(trained, start)  # least-squares c in after ≈ c · before
+    after, before = trained.double(), start.double()
+    rest = after - c * before
+    return {
+        "start row norm": round(before.norm(dim=1).mean().item(), 3),
+        "trained row norm": round(after.norm(dim=1).mean().item(), 3),
+        "fitted scale c": round(c, 3),
+        "rest / trained (norm %)": round(100 * (rest.norm() / after.norm()).item(), 1),
+        "RMS change per entry": round((after - before).pow(2).mean().sqrt().item(), 4),
+        "min cosine of a row with its start": round(
+            F.cosine_similarity(after, before, dim=1).min().item(), 3),
+    }
+
+
+def perplexity_with_rows(model: torch.nn.Module, rows: Tensor, tokens: Tensor,
+                         seq_len: int, max_tokens: int | None = None) -> float:
+    """A learned-position model's perplexity with its position table replaced by ``rows``
+    (shuffled, zeroed, …); the table is put back afterwards, also on an error.
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM` with
+            ``position="learned"``.
+        rows: ``[max_positions, d_model]`` replacement rows, on the model's device.
+        tokens, seq_len, max_tokens: as :func:`~posenc_lib.training.evaluate.evaluate_perplexity`
+            (non-overlapping windows of ``seq_len``).
+
+    Returns:
+        The perplexity (a float).
+
+    Raises:
+        ValueError: if the model has no learned table, or ``rows`` is not of its shape.
+    """
+    from posenc_lib.training.evaluate import evaluate_perplexity
+
+    learned = getattr(model, "learned", None)
+    if learned is None:
+        raise ValueError("the model has no learned position table (position != 'learned')")
+    table = learned.table.weight  # [P, d]
+    if rows.shape != table.shape:
+        raise ValueError(f"rows must have the table's shape {tuple(table.shape)}, "
+                         f"got {tuple(rows.shape)}")
+    kept = table.detach().clone()
+    try:
+        with torch.no_grad():
+            table.copy_(rows)
+        return evaluate_perplexity(model, tokens, seq_len, max_tokens=max_tokens).perplexity
+    finally:
+        with torch.no_grad():
+            table.copy_(kept)  # the model as trained again

@@ -329,3 +329,37 @@ class SelfAttention(nn.Module):
             bias = None
         y = attend(q, k, v, bias, causal=self.causal, mask=mask, scale=self.scale)  # (B, H, T, D)
         return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)
+
+
+@torch.no_grad()
+def load_interleaved_as_half(target: SelfAttention, source: SelfAttention) -> None:
+    """Copy an interleaved-RoPE attention layer's weights into a rotate-half one, so that
+    both compute the same outputs.
+
+    Inside each head the output rows of the q and k projections are permuted by
+    :func:`~posenc_lib.encodings.rope.interleaved_to_half_permutation` (pairs (2i, 2i+1)
+    land at (i, i + head_dim/2)); the v rows and the output projection are copied as they
+    are. This is what Hugging Face's Llama conversion script does to Meta's checkpoints.
+
+    Args:
+        target: the rotate-half layer (``rotary.interleaved`` False), written in place.
+        source: the interleaved layer, of the same ``d_model`` and heads.
+
+    Raises:
+        ValueError: if the layers' shapes or heads differ.
+    """
+    from posenc_lib.encodings.rope import interleaved_to_half_permutation
+
+    if (target.qkv.weight.shape != source.qkv.weight.shape
+            or target.num_heads != source.num_heads):
+        raise ValueError("target and source must have one d_model and one number of heads, "
+                         f"got {tuple(target.qkv.weight.shape)}, {target.num_heads} heads and "
+                         f"{tuple(source.qkv.weight.shape)}, {source.num_heads} heads")
+    d_model, head_dim = target.out.weight.shape[0], target.head_dim
+    perm = interleaved_to_half_permutation(head_dim)
+    head_perm = torch.cat([h * head_dim + perm for h in range(target.num_heads)])
+    # rows of the fused qkv projection: q and k permuted, v not
+    rows = torch.cat([head_perm, d_model + head_perm, 2 * d_model + torch.arange(d_model)])
+    target.qkv.weight.copy_(source.qkv.weight[rows.to(source.qkv.weight.device)])
+    target.qkv.bias.copy_(source.qkv.bias[rows.to(source.qkv.bias.device)])
+    target.out.load_state_dict(source.out.state_dict())

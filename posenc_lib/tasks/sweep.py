@@ -593,6 +593,24 @@ def protocol_gap(results: Iterable[dict], scheme: str, multiple: float = 1) -> p
     return sliding / seed_values(results, "nonoverlapping", scheme, multiple) - 1
 
 
+def relative_gain(results: Iterable[dict], protocol: str, scheme: str,
+                  reference: str = "none") -> pd.Series:
+    """Per seed: 1 − PPL(scheme) / PPL(reference) at L = L_train, under one protocol.
+
+    Positive where ``scheme`` scores lower than ``reference`` with the same seed (the same
+    data order).
+
+    Returns:
+        A float Series indexed by ``seed``, no unit (0.01 is 1 %).
+
+    Raises:
+        ValueError: as :func:`seed_values` (for either scheme).
+    """
+    results = list(results)
+    return 1 - (seed_values(results, protocol, scheme)
+                / seed_values(results, protocol, reference))
+
+
 def ratio_spread_table(results: Iterable[dict], multiple: float) -> pd.DataFrame:
     """How noisy a ratio is: per protocol and scheme, the spread over seeds of each run's
     PPL(L) / PPL(L_train) at L = ``multiple`` × L_train, beside the relative spread of
@@ -657,6 +675,35 @@ def press_ratios() -> dict[str, dict[str, tuple[float, float]]]:
     :data:`PRESS2022_PERPLEXITY`."""
     return {p: {s: (v[1] / v[0], v[2] / v[0]) for s, v in table.items()}
             for p, table in PRESS2022_PERPLEXITY.items()}
+
+
+HAVIV2022_PERPLEXITY: dict[str, dict[str, float]] = {
+    "WikiText-103, 247M, L 512": {"none": 20.97, "learned": 20.42, "sinusoidal": 20.16,
+                                  "alibi": 19.71},
+    "Pile, 125M, L 1024": {"none": 22.15, "learned": 22.04, "sinusoidal": 21.49,
+                           "alibi": 19.94},
+    "Pile, 350M, L 1024": {"none": 16.87, "learned": 16.84, "sinusoidal": 16.58,
+                           "alibi": 15.66},
+    "Pile, 760M, L 1024": {"none": 14.29, "learned": 14.21, "sinusoidal": 14.04,
+                           "alibi": 13.53},
+    "Pile, 1.3B, L 1024": {"none": 13.10, "learned": 13.05, "sinusoidal": 12.93,
+                           "alibi": 12.51},
+    "Pile, 1.3B, L 256": {"none": 14.98, "learned": 14.94, "sinusoidal": 14.84,
+                          "alibi": 14.65},
+    "Pile, 1.3B, L 512": {"none": 13.82, "learned": 13.77, "sinusoidal": 13.66,
+                          "alibi": 13.37},
+    "Pile, 1.3B, L 2048": {"none": 12.87, "learned": 12.72, "sinusoidal": 12.62,
+                           "alibi": 12.06},
+}
+"""Validation perplexity of causal language models without positions (NoPos) and with
+learned, sinusoidal and ALiBi positions (cited, not measured; Haviv et al. 2022, Tables
+1-3): setting (data, parameters, training length L in tokens) → scheme → perplexity."""
+
+
+def haviv_perplexities() -> pd.DataFrame:
+    """:data:`HAVIV2022_PERPLEXITY` as a table: one row per setting, one column per scheme
+    (raw names ``none``, ``learned``, ``sinusoidal``, ``alibi``), perplexities per token."""
+    return pd.DataFrame(HAVIV2022_PERPLEXITY).T
 
 
 def per_byte(ratio_per_token: float, bytes_per_token: float = WT103_BYTES_PER_TOKEN) -> float:
