@@ -886,3 +886,69 @@ def rope_error_in_eps(rotated: Tensor, reference: Tensor, dtype: torch.dtype) ->
     pair_norm = reference.unflatten(-1, (2, -1)).norm(dim=-2)  # [..., d/2]
     pair_norm = torch.cat([pair_norm, pair_norm], -1)
     return ((rotated.double() - reference).abs() / (torch.finfo(dtype).eps * pair_norm)).max().item()
+
+
+def spread_table(rows, value: str, index: str, columns: str):
+    """``"median (lowest–highest)"`` over runs (:func:`spread`) of one column of a
+    :func:`benchmark_rows` table, one row per ``index`` value and one column per
+    ``columns`` value (e.g. variant × dtype, or scheme × mode), in the order they appear.
+
+    Args:
+        rows: a table with a ``run`` column and one row per run and (index, columns) pair.
+        value: the column to summarise, e.g. ``"cpu_fraction"`` or ``"vs_nope_cpu"``.
+        index, columns: the columns that name the rows and the columns of the result.
+
+    Returns:
+        ``pandas.DataFrame`` of strings; ``""`` where a pair was not measured.
+
+    Raises:
+        KeyError: for a column name the table does not have (named in the message).
+    """
+    missing = [name for name in (value, index, columns) if name not in rows.columns]
+    if missing:
+        raise KeyError(f"rows has no column {missing[0]!r}; it has {list(rows.columns)}")
+    grouped = rows.groupby([index, columns], sort=False)[value]
+    return grouped.apply(spread).unstack(columns).fillna("")
+
+
+def scores_computed(length: int, block: int | None = None) -> float:
+    """The share of the ``length × length`` attention scores a kernel computes when it
+    is handed a float mask: all of them in one call (``block=None``), or, with queries
+    cut into blocks of ``block`` (:data:`~posenc_lib.model.CAUSAL_BLOCK`), each block of
+    queries ``[a, b)`` against keys ``[0, b)``.
+
+    Example: ``scores_computed(2048, 512)`` is 10/16 (four blocks).
+
+    Raises:
+        ValueError: for a length or block below 1.
+    """
+    if length < 1 or (block is not None and block < 1):
+        raise ValueError(f"length and block must be >= 1, got length={length}, block={block}")
+    if block is None:
+        return 1.0
+    starts = range(0, length, block)
+    return sum(min(length, a + block) * (min(length, a + block) - a) for a in starts) / length**2
+
+
+FUSED_CPU_ATTENTION = "_scaled_dot_product_flash_attention_for_cpu"
+"""The ATen operation of PyTorch's fused CPU attention kernel (FlashAttention-style)."""
+
+
+def sdpa_path(call: Callable[[], object]) -> str:
+    """Which attention kernel a call ends in, seen by :func:`memory_traffic` (no clock).
+
+    Returns:
+        ``"fused kernel × N"`` (N calls of :data:`FUSED_CPU_ATTENTION`), or
+        ``"math path: bmm, _safe_softmax"`` (the operations of SDPA's fallback that ran),
+        or ``"neither"`` where no attention ran.
+
+    Raises:
+        TypeError: for a ``call`` that is not callable.
+    """
+    if not callable(call):
+        raise TypeError(f"call must be callable, got {type(call).__name__}")
+    names = memory_traffic(call).operations
+    if names.get(FUSED_CPU_ATTENTION, 0):
+        return f"fused kernel × {names[FUSED_CPU_ATTENTION]}"
+    math_ops = sorted(n for n in names if n in ("bmm", "_safe_softmax"))
+    return "math path: " + ", ".join(math_ops) if math_ops else "neither"

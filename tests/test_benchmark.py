@@ -408,3 +408,44 @@ def test_variant_names_are_the_suites_and_renames_reach_current_names() -> None:
     current = {v for k, v in vars(benchmark.AttentionVariant).items() if k.isupper() and k != "RENAMED"}
     assert set(benchmark.AttentionVariant.RENAMED.values()) <= current
     assert not set(benchmark.AttentionVariant.RENAMED) & current
+
+
+def test_spread_table_summarises_each_pair_over_runs() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import spread_table
+
+    rows = pd.DataFrame({"run": [1, 2, 3, 1, 2], "variant": ["a"] * 3 + ["b"] * 2,
+                         "dtype": ["f32"] * 5, "x": [1.0, 2.0, 4.0, 3.0, 5.0]})
+    table = spread_table(rows, "x", "variant", "dtype")
+    assert table.loc["a", "f32"] == "2.00 (1.00–4.00)"
+    assert table.loc["b", "f32"] == "4.00 (3.00–5.00)"
+    with pytest.raises(KeyError, match="'y'"):
+        spread_table(rows, "y", "variant", "dtype")
+
+
+def test_scores_computed_by_query_blocks() -> None:
+    from posenc_lib.measure import scores_computed
+
+    assert scores_computed(2048) == 1.0
+    assert scores_computed(2048, 512) == 10 / 16
+    assert scores_computed(512, 512) == 1.0  # one block: the same call
+    assert scores_computed(1000, 512) == (512 * 512 + 1000 * 488) / 1000**2  # ragged end
+    with pytest.raises(ValueError, match="block=0"):
+        scores_computed(2048, 0)
+
+
+def test_sdpa_path_names_the_fused_kernel_or_the_math_path() -> None:
+    import torch.nn.functional as F
+
+    from posenc_lib.measure import sdpa_path
+
+    q = torch.randn(1, 2, 16, 8)
+    assert sdpa_path(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)) == (
+        "fused kernel × 1")
+    mask = torch.zeros(2, 16, 16)  # 3-D: the math path on a CPU
+    assert sdpa_path(lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+                     ).startswith("math path: bmm")
+    assert sdpa_path(lambda: q + 1) == "neither"
+    with pytest.raises(TypeError, match="callable"):
+        sdpa_path(q)
