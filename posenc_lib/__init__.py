@@ -304,6 +304,7 @@ from posenc_lib.measure import (
     RopeVariant,
     run_provenance,
     run_time,
+    alibi_folding_errors,
     scores_computed,
     sdpa_path,
     spread,
@@ -356,6 +357,7 @@ from posenc_book.stored import (
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import Link, mean_spread_table
+from posenc_book.cited import press_2022_speeds
 
 __version__ = "0.1.0"
 
@@ -622,4 +624,6 @@ __all__ = [
     "scores_computed",
     "sdpa_path",
     "spread_table",
+    "alibi_folding_errors",
+    "press_2022_speeds",
 ]

@@ -952,3 +952,51 @@ def sdpa_path(call: Callable[[], object]) -> str:
         return f"fused kernel × {names[FUSED_CPU_ATTENTION]}"
     math_ops = sorted(n for n in names if n in ("bmm", "_safe_softmax"))
     return "math path: " + ", ".join(math_ops) if math_ops else "neither"
+
+
+def alibi_folding_errors(length: int, head_dim: int = 24, heads: int = 4,
+                         seeds: tuple[int, int, int] = (0, 1, 2)) -> tuple[dict, float]:
+    """How far causal ALiBi lands from a float64 reference, held as a float mask and
+    folded into the keys (:func:`alibi_attention_folded_keys`), in float32 and bfloat16.
+
+    q, k and v are ``[1, heads, length, head_dim]`` standard normal, each from its own
+    generator seeded with ``seeds``. Every result is computed with SDPA's math backend,
+    selected explicitly: every CPU build of PyTorch has it, while the fused kernels'
+    bfloat16 path is missing on some CPUs (an Intel CPU with AMX under
+    ``ATEN_CPU_CAPABILITY=default`` raises), so the errors are the same on every machine.
+
+    Args:
+        length: L, queries and keys (self-attention), ≥ 1.
+        head_dim, heads: the heads' width and number, ≥ 1.
+        seeds: the seeds of q, k and v.
+
+    Returns:
+        ``({(form, dtype): largest absolute error}, size)``: form ``"mask"`` or ``"keys"``,
+        dtype ``"float32"`` or ``"bfloat16"``; ``size`` is the mean absolute value of
+        the reference output (float64).
+
+    Raises:
+        ValueError: for a length, head_dim or heads below 1.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from posenc_lib.encodings.alibi import alibi_bias
+    from posenc_lib.model.attention import attend
+
+    if min(length, head_dim, heads) < 1:
+        raise ValueError(f"length, head_dim and heads must be >= 1, got length={length}, "
+                         f"head_dim={head_dim}, heads={heads}")
+    q, k, v = (torch.randn(1, heads, length, head_dim,
+                           generator=torch.Generator().manual_seed(s)) for s in seeds)
+    reference = attend(q.double(), k.double(), v.double(),
+                       alibi_bias(heads, length, length, dtype=torch.float64))
+    errors = {}
+    with sdpa_kernel(SDPBackend.MATH):
+        for dtype in (torch.float32, torch.bfloat16):
+            qd, kd, vd = q.to(dtype), k.to(dtype), v.to(dtype)
+            name = str(dtype).removeprefix("torch.")
+            forms = {"mask": attend(qd, kd, vd, alibi_bias(heads, length, length)),
+                     "keys": alibi_attention_folded_keys(qd, kd, vd)}
+            for form, out in forms.items():
+                errors[form, name] = (out.double() - reference).abs().max().item()
+    return errors, reference.abs().mean().item()

@@ -449,3 +449,14 @@ def test_sdpa_path_names_the_fused_kernel_or_the_math_path() -> None:
     assert sdpa_path(lambda: q + 1) == "neither"
     with pytest.raises(TypeError, match="callable"):
         sdpa_path(q)
+
+
+def test_alibi_folding_errors_keys_lose_precision_in_bfloat16() -> None:
+    from posenc_lib.measure import alibi_folding_errors
+
+    errors, size = alibi_folding_errors(256, head_dim=8, heads=2)
+    assert set(errors) == {(f, d) for f in ("mask", "keys") for d in ("float32", "bfloat16")}
+    assert errors["mask", "float32"] < 1e-5 and 0 < size < 10
+    assert errors["keys", "bfloat16"] > errors["mask", "bfloat16"]
+    with pytest.raises(ValueError, match="heads=0"):
+        alibi_folding_errors(256, heads=0)
