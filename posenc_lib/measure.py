@@ -627,6 +627,16 @@ class RopeVariant:
     COMPLEX_OUT = "complex multiply (interleaved), out= an existing tensor"
     COMPILED_INTO = "torch.compile(one fused expression), out= an existing tensor"
     COMPILED_NAIVE = "torch.compile(naive rotate-half)"
+    SHORT = {
+        TRIAD: "triad", COPY: "x.clone()", LIBRARY: "library, new result",
+        MODULE: "RotaryEmbedding", LIBRARY_OUT: "library, out=",
+        LIBRARY_IN_PLACE: "library, in place", PASSES: "4 passes over x, new",
+        IN_CACHE: "4 passes, cached block", COMPLEX: "complex, new",
+        COMPLEX_OUT: "complex, out=", COMPILED_INTO: "compiled, out=",
+        COMPILED_NAIVE: "compiled naive",
+    }
+    """Short names of the large shape's float32 variants for a figure's tick labels, in
+    the cost chapter's order (the yardsticks first, the library's forms next)."""
 
 
 class AttentionVariant:
@@ -645,6 +655,15 @@ class AttentionVariant:
     ALIBI_KEYS = "ALiBi: folded into the keys"
     T5_BEFORE = "T5 bias: bias and mask per call, one SDPA call"
     T5_NOW = "T5 bias: one lookup per call, query blocks (library)"
+    LINES = {
+        CAUSAL: ("none", "-", "x"), ROPE: ("rope", "-", "^"),
+        ALIBI_BEFORE: ("alibi", ":", "v"), ALIBI_ONE_CALL: ("alibi", "-.", "o"),
+        ALIBI_NOW: ("alibi", "-", "s"), ALIBI_KEYS: ("alibi", "--", "D"),
+        T5_BEFORE: ("t5", ":", "v"), T5_NOW: ("t5", "-", "s"),
+    }
+    """variant → (scheme for the colour, line style, marker) for
+    :func:`~posenc_book.plotting.plot_time_by_length`; FlexAttention is left out (its
+    times are off the scale of the others)."""
     RENAMED = {
         "ALiBi: mask built per call, one SDPA call (library before)": ALIBI_BEFORE,
         "ALiBi: mask built once, query blocks (library now)": ALIBI_NOW,

@@ -405,9 +405,12 @@ def test_variant_names_are_the_suites_and_renames_reach_current_names() -> None:
 
     assert rope.LIBRARY == benchmark.RopeVariant.LIBRARY and rope.COPY == benchmark.RopeVariant.COPY
     assert attention.ALIBI_NOW == benchmark.AttentionVariant.ALIBI_NOW
-    current = {v for k, v in vars(benchmark.AttentionVariant).items() if k.isupper() and k != "RENAMED"}
+    current = {v for k, v in vars(benchmark.AttentionVariant).items() if k.isupper() and isinstance(v, str)}
     assert set(benchmark.AttentionVariant.RENAMED.values()) <= current
     assert not set(benchmark.AttentionVariant.RENAMED) & current
+    assert set(benchmark.AttentionVariant.LINES) <= current  # the figure's styles
+    names = {v for k, v in vars(benchmark.RopeVariant).items() if k.isupper() and isinstance(v, str)}
+    assert set(benchmark.RopeVariant.SHORT) <= names  # the figure's short names
 
 
 def test_spread_table_summarises_each_pair_over_runs() -> None:
