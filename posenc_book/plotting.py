@@ -1227,4 +1227,68 @@ def plot_table_rows(trained_length, start_length, main, *, title: str,
     for ax in (ax_len, ax_main):
         ax.set(xlabel="position p", xticks=list(xticks))
     fig.suptitle(title)
+def plot_per_run(panels: Mapping[str, object], *, label: str,
+                 colours: Mapping[str, str] | None = None, reference: float | None = 1.0,
+                 band: tuple[float, float] | None = None, horizontal: bool = False,
+                 log: bool = False, height: float = 3.8) -> Figure:
+    """One dot per run and a bar at the median, for each item of each panel (e.g. a
+    scheme's throughput relative to a baseline in five benchmark runs).
+
+    Args:
+        panels: panel title → ``pandas.DataFrame`` with one row per item (its index:
+            the tick labels, in order) and one column per run; panels share the value
+            axis. A title ``""`` draws no title.
+        label: the value axis' label (with its unit).
+        colours: item → colour; items not in it are black.
+        reference: a dotted line at this value (``None``: none).
+        band: ``(low, high)``, a grey band across every panel (e.g. a noise floor).
+        horizontal: items on the y axis (top to bottom) and values on x; otherwise items
+            on the x axis (labels turned 45°) and values on y.
+        log: a log₁₀ value axis.
+        height: the figure's height in inches (its width is 6.5 in).
+
+    Returns:
+        The figure (one row of panels), not yet shown.
+
+    Raises:
+        ValueError: for no panel, or a band whose low end is above its high end.
+    """
+    if not panels:
+        raise ValueError("panels must hold at least one table, got none")
+    if band is not None and band[0] > band[1]:
+        raise ValueError(f"band must be (low, high) with low <= high, got band={band}")
+    colours = colours or {}
+    share = {"sharex": True} if horizontal else {"sharey": True}
+    fig, axes = plt.subplots(1, len(panels), figsize=(MAX_FIGURE_WIDTH_IN, height),
+                             squeeze=False, **share)
+    for ax, (title, table) in zip(axes[0], panels.items()):
+        for i, (item, values) in enumerate(table.iterrows()):
+            values = values.dropna()
+            colour = colours.get(item, "black")
+            spots, median = [i] * len(values), [values.median()] * 2
+            if horizontal:
+                ax.scatter(values, spots, s=14, alpha=0.6, color=colour)
+                ax.plot(median, [i - 0.3, i + 0.3], color="black", lw=1.5)
+            else:
+                ax.scatter(spots, values, s=14, alpha=0.6, color=colour)
+                ax.plot([i - 0.3, i + 0.3], median, color="black", lw=1.5)
+        line = ax.axvline if horizontal else ax.axhline
+        if reference is not None:
+            line(reference, color="grey", linewidth=0.8, linestyle=":")
+        if band is not None:
+            (ax.axvspan if horizontal else ax.axhspan)(*band, color="grey", alpha=0.15,
+                                                        linewidth=0)
+        if horizontal:
+            ax.set_yticks(range(len(table)), list(table.index))
+            ax.set_ylim(len(table) - 0.5, -0.5)
+            ax.set_xscale("log" if log else "linear")
+            ax.set_xlabel(label)
+        else:
+            ax.set_xticks(range(len(table)), list(table.index), rotation=45, ha="right")
+            ax.set_yscale("log" if log else "linear")
+        if title:
+            ax.set_title(title, fontsize="medium")
+    if not horizontal:
+        axes[0][0].set_ylabel(label)
+    fig.tight_layout()
     return fig

@@ -304,7 +304,11 @@ from posenc_lib.measure import (
     RopeVariant,
     run_provenance,
     run_time,
+    alibi_folding_errors,
+    scores_computed,
+    sdpa_path,
     spread,
+    spread_table,
     stored_benchmark_runs,
     traffic_table,
     with_cpu_time_fractions,
@@ -330,6 +334,7 @@ from posenc_book.plotting import (
     plot_rope_pair_terms,
     plot_share_maps,
     plot_time_by_length,
+    plot_per_run,
     plot_weight_by_distance,
     show_figure,
     use_book_style,
@@ -352,6 +357,7 @@ from posenc_book.stored import (
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import Link, mean_spread_table
+from posenc_book.cited import press_2022_speeds
 
 # issue 37 (thin notebooks), chapters 04, 05, 08, 09
 from posenc_book.plotting import (
@@ -654,4 +660,10 @@ __all__ = [
     "with_cpu_time_fractions",
     "with_identical_rows",
     "with_rope_scaling",
+    "plot_per_run",
+    "scores_computed",
+    "sdpa_path",
+    "spread_table",
+    "alibi_folding_errors",
+    "press_2022_speeds",
 ]

@@ -627,6 +627,16 @@ class RopeVariant:
     COMPLEX_OUT = "complex multiply (interleaved), out= an existing tensor"
     COMPILED_INTO = "torch.compile(one fused expression), out= an existing tensor"
     COMPILED_NAIVE = "torch.compile(naive rotate-half)"
+    SHORT = {
+        TRIAD: "triad", COPY: "x.clone()", LIBRARY: "library, new result",
+        MODULE: "RotaryEmbedding", LIBRARY_OUT: "library, out=",
+        LIBRARY_IN_PLACE: "library, in place", PASSES: "4 passes over x, new",
+        IN_CACHE: "4 passes, cached block", COMPLEX: "complex, new",
+        COMPLEX_OUT: "complex, out=", COMPILED_INTO: "compiled, out=",
+        COMPILED_NAIVE: "compiled naive",
+    }
+    """Short names of the large shape's float32 variants for a figure's tick labels, in
+    the cost chapter's order (the yardsticks first, the library's forms next)."""
 
 
 class AttentionVariant:
@@ -645,6 +655,15 @@ class AttentionVariant:
     ALIBI_KEYS = "ALiBi: folded into the keys"
     T5_BEFORE = "T5 bias: bias and mask per call, one SDPA call"
     T5_NOW = "T5 bias: one lookup per call, query blocks (library)"
+    LINES = {
+        CAUSAL: ("none", "-", "x"), ROPE: ("rope", "-", "^"),
+        ALIBI_BEFORE: ("alibi", ":", "v"), ALIBI_ONE_CALL: ("alibi", "-.", "o"),
+        ALIBI_NOW: ("alibi", "-", "s"), ALIBI_KEYS: ("alibi", "--", "D"),
+        T5_BEFORE: ("t5", ":", "v"), T5_NOW: ("t5", "-", "s"),
+    }
+    """variant → (scheme for the colour, line style, marker) for
+    :func:`~posenc_book.plotting.plot_time_by_length`; FlexAttention is left out (its
+    times are off the scale of the others)."""
     RENAMED = {
         "ALiBi: mask built per call, one SDPA call (library before)": ALIBI_BEFORE,
         "ALiBi: mask built once, query blocks (library now)": ALIBI_NOW,
@@ -886,3 +905,117 @@ def rope_error_in_eps(rotated: Tensor, reference: Tensor, dtype: torch.dtype) ->
     pair_norm = reference.unflatten(-1, (2, -1)).norm(dim=-2)  # [..., d/2]
     pair_norm = torch.cat([pair_norm, pair_norm], -1)
     return ((rotated.double() - reference).abs() / (torch.finfo(dtype).eps * pair_norm)).max().item()
+
+
+def spread_table(rows, value: str, index: str, columns: str):
+    """``"median (lowest–highest)"`` over runs (:func:`spread`) of one column of a
+    :func:`benchmark_rows` table, one row per ``index`` value and one column per
+    ``columns`` value (e.g. variant × dtype, or scheme × mode), in the order they appear.
+
+    Args:
+        rows: a table with a ``run`` column and one row per run and (index, columns) pair.
+        value: the column to summarise, e.g. ``"cpu_fraction"`` or ``"vs_nope_cpu"``.
+        index, columns: the columns that name the rows and the columns of the result.
+
+    Returns:
+        ``pandas.DataFrame`` of strings; ``""`` where a pair was not measured.
+
+    Raises:
+        KeyError: for a column name the table does not have (named in the message).
+    """
+    missing = [name for name in (value, index, columns) if name not in rows.columns]
+    if missing:
+        raise KeyError(f"rows has no column {missing[0]!r}; it has {list(rows.columns)}")
+    grouped = rows.groupby([index, columns], sort=False)[value]
+    return grouped.apply(spread).unstack(columns).fillna("")
+
+
+def scores_computed(length: int, block: int | None = None) -> float:
+    """The share of the ``length × length`` attention scores a kernel computes when it
+    is handed a float mask: all of them in one call (``block=None``), or, with queries
+    cut into blocks of ``block`` (:data:`~posenc_lib.model.CAUSAL_BLOCK`), each block of
+    queries ``[a, b)`` against keys ``[0, b)``.
+
+    Example: ``scores_computed(2048, 512)`` is 10/16 (four blocks).
+
+    Raises:
+        ValueError: for a length or block below 1.
+    """
+    if length < 1 or (block is not None and block < 1):
+        raise ValueError(f"length and block must be >= 1, got length={length}, block={block}")
+    if block is None:
+        return 1.0
+    starts = range(0, length, block)
+    return sum(min(length, a + block) * (min(length, a + block) - a) for a in starts) / length**2
+
+
+FUSED_CPU_ATTENTION = "_scaled_dot_product_flash_attention_for_cpu"
+"""The ATen operation of PyTorch's fused CPU attention kernel (FlashAttention-style)."""
+
+
+def sdpa_path(call: Callable[[], object]) -> str:
+    """Which attention kernel a call ends in, seen by :func:`memory_traffic` (no clock).
+
+    Returns:
+        ``"fused kernel × N"`` (N calls of :data:`FUSED_CPU_ATTENTION`), or
+        ``"math path: bmm, _safe_softmax"`` (the operations of SDPA's fallback that ran),
+        or ``"neither"`` where no attention ran.
+
+    Raises:
+        TypeError: for a ``call`` that is not callable.
+    """
+    if not callable(call):
+        raise TypeError(f"call must be callable, got {type(call).__name__}")
+    names = memory_traffic(call).operations
+    if names.get(FUSED_CPU_ATTENTION, 0):
+        return f"fused kernel × {names[FUSED_CPU_ATTENTION]}"
+    math_ops = sorted(n for n in names if n in ("bmm", "_safe_softmax"))
+    return "math path: " + ", ".join(math_ops) if math_ops else "neither"
+
+
+def alibi_folding_errors(length: int, head_dim: int = 24, heads: int = 4,
+                         seeds: tuple[int, int, int] = (0, 1, 2)) -> tuple[dict, float]:
+    """How far causal ALiBi lands from a float64 reference, held as a float mask and
+    folded into the keys (:func:`alibi_attention_folded_keys`), in float32 and bfloat16.
+
+    q, k and v are ``[1, heads, length, head_dim]`` standard normal, each from its own
+    generator seeded with ``seeds``. Every result is computed with SDPA's math backend,
+    selected explicitly: every CPU build of PyTorch has it, while the fused kernels'
+    bfloat16 path is missing on some CPUs (an Intel CPU with AMX under
+    ``ATEN_CPU_CAPABILITY=default`` raises), so the errors are the same on every machine.
+
+    Args:
+        length: L, queries and keys (self-attention), ≥ 1.
+        head_dim, heads: the heads' width and number, ≥ 1.
+        seeds: the seeds of q, k and v.
+
+    Returns:
+        ``({(form, dtype): largest absolute error}, size)``: form ``"mask"`` or ``"keys"``,
+        dtype ``"float32"`` or ``"bfloat16"``; ``size`` is the mean absolute value of
+        the reference output (float64).
+
+    Raises:
+        ValueError: for a length, head_dim or heads below 1.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from posenc_lib.encodings.alibi import alibi_bias
+    from posenc_lib.model.attention import attend
+
+    if min(length, head_dim, heads) < 1:
+        raise ValueError(f"length, head_dim and heads must be >= 1, got length={length}, "
+                         f"head_dim={head_dim}, heads={heads}")
+    q, k, v = (torch.randn(1, heads, length, head_dim,
+                           generator=torch.Generator().manual_seed(s)) for s in seeds)
+    reference = attend(q.double(), k.double(), v.double(),
+                       alibi_bias(heads, length, length, dtype=torch.float64))
+    errors = {}
+    with sdpa_kernel(SDPBackend.MATH):
+        for dtype in (torch.float32, torch.bfloat16):
+            qd, kd, vd = q.to(dtype), k.to(dtype), v.to(dtype)
+            name = str(dtype).removeprefix("torch.")
+            forms = {"mask": attend(qd, kd, vd, alibi_bias(heads, length, length)),
+                     "keys": alibi_attention_folded_keys(qd, kd, vd)}
+            for form, out in forms.items():
+                errors[form, name] = (out.double() - reference).abs().max().item()
+    return errors, reference.abs().mean().item()

@@ -405,6 +405,61 @@ def test_variant_names_are_the_suites_and_renames_reach_current_names() -> None:
 
     assert rope.LIBRARY == benchmark.RopeVariant.LIBRARY and rope.COPY == benchmark.RopeVariant.COPY
     assert attention.ALIBI_NOW == benchmark.AttentionVariant.ALIBI_NOW
-    current = {v for k, v in vars(benchmark.AttentionVariant).items() if k.isupper() and k != "RENAMED"}
+    current = {v for k, v in vars(benchmark.AttentionVariant).items() if k.isupper() and isinstance(v, str)}
     assert set(benchmark.AttentionVariant.RENAMED.values()) <= current
     assert not set(benchmark.AttentionVariant.RENAMED) & current
+    assert set(benchmark.AttentionVariant.LINES) <= current  # the figure's styles
+    names = {v for k, v in vars(benchmark.RopeVariant).items() if k.isupper() and isinstance(v, str)}
+    assert set(benchmark.RopeVariant.SHORT) <= names  # the figure's short names
+
+
+def test_spread_table_summarises_each_pair_over_runs() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import spread_table
+
+    rows = pd.DataFrame({"run": [1, 2, 3, 1, 2], "variant": ["a"] * 3 + ["b"] * 2,
+                         "dtype": ["f32"] * 5, "x": [1.0, 2.0, 4.0, 3.0, 5.0]})
+    table = spread_table(rows, "x", "variant", "dtype")
+    assert table.loc["a", "f32"] == "2.00 (1.00–4.00)"
+    assert table.loc["b", "f32"] == "4.00 (3.00–5.00)"
+    with pytest.raises(KeyError, match="'y'"):
+        spread_table(rows, "y", "variant", "dtype")
+
+
+def test_scores_computed_by_query_blocks() -> None:
+    from posenc_lib.measure import scores_computed
+
+    assert scores_computed(2048) == 1.0
+    assert scores_computed(2048, 512) == 10 / 16
+    assert scores_computed(512, 512) == 1.0  # one block: the same call
+    assert scores_computed(1000, 512) == (512 * 512 + 1000 * 488) / 1000**2  # ragged end
+    with pytest.raises(ValueError, match="block=0"):
+        scores_computed(2048, 0)
+
+
+def test_sdpa_path_names_the_fused_kernel_or_the_math_path() -> None:
+    import torch.nn.functional as F
+
+    from posenc_lib.measure import sdpa_path
+
+    q = torch.randn(1, 2, 16, 8)
+    assert sdpa_path(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)) == (
+        "fused kernel × 1")
+    mask = torch.zeros(2, 16, 16)  # 3-D: the math path on a CPU
+    assert sdpa_path(lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+                     ).startswith("math path: ")
+    assert sdpa_path(lambda: q + 1) == "neither"
+    with pytest.raises(TypeError, match="callable"):
+        sdpa_path(q)
+
+
+def test_alibi_folding_errors_keys_lose_precision_in_bfloat16() -> None:
+    from posenc_lib.measure import alibi_folding_errors
+
+    errors, size = alibi_folding_errors(256, head_dim=8, heads=2)
+    assert set(errors) == {(f, d) for f in ("mask", "keys") for d in ("float32", "bfloat16")}
+    assert errors["mask", "float32"] < 1e-5 and 0 < size < 10
+    assert errors["keys", "bfloat16"] > errors["mask", "bfloat16"]
+    with pytest.raises(ValueError, match="heads=0"):
+        alibi_folding_errors(256, heads=0)

@@ -529,3 +529,28 @@ def test_table_rows_two_panels_and_mismatched_lengths() -> None:
     plt.close(fig)
     with pytest.raises(ValueError, match="one length"):
         plot_table_rows(torch.rand(128), torch.rand(64), torch.rand(128), title="t")
+def test_plot_per_run_draws_a_dot_per_run_and_a_median_bar() -> None:
+    import pandas as pd
+
+    from posenc_book.plotting import plot_per_run
+
+    table = pd.DataFrame([[1.0, 2.0, 3.0], [0.5, 0.6, 0.7]], index=["a", "b"],
+                         columns=[1, 2, 3])
+    fig = plot_per_run({"left": table, "right": table}, label="ratio",
+                       colours={"a": "red"}, band=(0.8, 1.2))
+    left = fig.axes[0]
+    assert [t.get_text() for t in left.get_xticklabels()] == ["a", "b"]
+    assert left.get_ylabel() == "ratio" and left.get_title() == "left"
+    assert sum(len(c.get_offsets()) for c in left.collections if c.get_offsets().size) == 6
+    bars = [line for line in left.get_lines() if line.get_color() == "black"]
+    assert sorted(bar.get_ydata()[0] for bar in bars) == [0.6, 2.0]  # the medians
+    plt.close(fig)
+    fig = plot_per_run({"": table}, label="ratio", horizontal=True, log=True)
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "ratio"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="band"):
+        plot_per_run({"": table}, label="ratio", band=(2, 1))
+    with pytest.raises(ValueError, match="panels"):
+        plot_per_run({}, label="ratio")
