@@ -352,6 +352,16 @@ from posenc_book.stored import (
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import Link, mean_spread_table
+from posenc_lib.pretrained.long_context import (  # chapter 11's SmolLM2 runs
+    block_perplexity,
+    float32_angle_rounding,
+    last_unseen_distances,
+    pair_stretch,
+    read_long_context_runs,
+    transformers_dynamic_stretch,
+    unseen_distance_share,
+)
+from posenc_book.plotting import plot_long_context_runs
 
 __version__ = "0.1.0"
 
@@ -614,4 +624,12 @@ __all__ = [
     "with_cpu_time_fractions",
     "with_identical_rows",
     "with_rope_scaling",
+    "block_perplexity",
+    "float32_angle_rounding",
+    "last_unseen_distances",
+    "pair_stretch",
+    "plot_long_context_runs",
+    "read_long_context_runs",
+    "transformers_dynamic_stretch",
+    "unseen_distance_share",
 ]

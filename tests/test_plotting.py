@@ -398,3 +398,17 @@ def test_heat_map_grid_labels_outer_panels_and_shares_one_colour_bar():
         plot_heat_map_grid(images, (2, 2))
     with pytest.raises(ValueError, match="row_labels"):
         plot_heat_map_grid(images, (2, 3), row_labels=["one"])
+
+
+def test_plot_long_context_runs() -> None:
+    """One panel per text, one line per run, the trained context marked; no runs: error."""
+    from posenc_book.plotting import plot_long_context_runs
+
+    blocks = [{"first_position": p, "perplexity": v} for p, v in ((0, 30), (4, 60))]
+    run = {"run": {"block": 4, "num_tokens": 8}, "blocks": blocks}
+    key = ("none", 1.0)
+    fig = plot_long_context_runs({"A": {key: run}, "B": {key: run}}, {key: "no scaling"},
+                                 {key: ("o", "-")}, {"none": "black"}, 4, [30, 60])
+    assert len(fig.axes) == 2 and fig.axes[0].lines[0].get_xdata().tolist() == [2, 6]
+    with pytest.raises(ValueError, match="at least one"):
+        plot_long_context_runs({}, {}, {}, {}, 4, [30])
