@@ -362,6 +362,10 @@ from posenc_lib.pretrained.long_context import (  # chapter 11's SmolLM2 runs
     unseen_distance_share,
 )
 from posenc_book.plotting import plot_long_context_runs
+from posenc_lib.analysis.context_extension import (  # chapter 11
+    last_layer_attention,
+    stretched_perplexities,
+)
 
 __version__ = "0.1.0"
 
@@ -632,4 +636,6 @@ __all__ = [
     "read_long_context_runs",
     "transformers_dynamic_stretch",
     "unseen_distance_share",
+    "last_layer_attention",
+    "stretched_perplexities",
 ]
