@@ -1227,6 +1227,9 @@ def plot_table_rows(trained_length, start_length, main, *, title: str,
     for ax in (ax_len, ax_main):
         ax.set(xlabel="position p", xticks=list(xticks))
     fig.suptitle(title)
+    return fig
+
+
 def plot_per_run(panels: Mapping[str, object], *, label: str,
                  colours: Mapping[str, str] | None = None, reference: float | None = 1.0,
                  band: tuple[float, float] | None = None, horizontal: bool = False,
@@ -1291,4 +1294,52 @@ def plot_per_run(panels: Mapping[str, object], *, label: str,
     if not horizontal:
         axes[0][0].set_ylabel(label)
     fig.tight_layout()
+    return fig
+
+
+def plot_long_context_runs(runs: Mapping[str, Mapping], labels: Mapping, styles: Mapping,
+                           colors: Mapping[str, str], context_length: int,
+                           yticks: Sequence[float]) -> Figure:
+    """Perplexity per block of stored long-context runs, one panel per text.
+
+    Args:
+        runs: panel title (a text's name) → {key → stored result}; a key is
+            ``(method, κ)`` and a result has ``run`` (``block``, ``num_tokens``) and
+            ``blocks`` with ``first_position`` and ``perplexity``.
+        labels: key → legend label.
+        styles: key → ``(marker, linestyle)``, so that close curves stay apart.
+        colors: method → colour.
+        context_length: the trained context, marked with a dotted line.
+        yticks: the ticks of the log y axis, written as plain numbers.
+
+    Returns:
+        The figure, legend under it.
+
+    Raises:
+        ValueError: if ``runs`` is empty.
+    """
+    if not runs:
+        raise ValueError("runs must hold at least one text's runs, got none")
+    fig, axes = plt.subplots(1, len(runs), figsize=(6.5, 4.6), sharey=True, squeeze=False)
+    axes = axes[0]
+    for ax, (title, by_key) in zip(axes, runs.items()):
+        end = 0
+        for key, style in styles.items():
+            run, blocks = by_key[key]["run"], by_key[key]["blocks"]
+            middle = [b["first_position"] + run["block"] / 2 for b in blocks]
+            end = max(end, run["num_tokens"])
+            ax.plot(middle, [b["perplexity"] for b in blocks], marker=style[0],
+                    linestyle=style[1], color=colors[key[0]], label=labels[key])
+        ax.axvline(context_length, color="black", linestyle=":", linewidth=1)
+        ax.text(context_length, 1.01, "trained context", ha="center", va="bottom",
+                transform=ax.get_xaxis_transform())
+        ax.set_yscale("log")
+        plain_log_ticks(ax, "y", yticks)
+        ticks = range(0, end + 1, context_length)
+        ax.set_xticks(ticks, [str(v) for v in ticks])
+        ax.set_xlabel("token position")
+        ax.set_title(title, style="italic", pad=18)
+    axes[0].set_ylabel("perplexity per token")
+    fig.tight_layout()
+    legend_below(fig, axes[-1])
     return fig

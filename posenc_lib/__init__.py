@@ -378,6 +378,20 @@ from posenc_lib.analysis.equivariance import rotation_normal_form
 from posenc_lib.model.attention import load_interleaved_as_half
 from posenc_lib.analysis.learned_table import perplexity_with_rows, table_movement
 from posenc_lib.tasks.sweep import HAVIV2022_PERPLEXITY, haviv_perplexities, relative_gain
+from posenc_lib.pretrained.long_context import (  # chapter 11's SmolLM2 runs
+    block_perplexity,
+    float32_angle_rounding,
+    last_unseen_distances,
+    pair_stretch,
+    read_long_context_runs,
+    transformers_dynamic_stretch,
+    unseen_distance_share,
+)
+from posenc_book.plotting import plot_long_context_runs
+from posenc_lib.analysis.context_extension import (  # chapter 11
+    last_layer_attention,
+    stretched_perplexities,
+)
 
 __version__ = "0.1.0"
 
@@ -666,4 +680,14 @@ __all__ = [
     "spread_table",
     "alibi_folding_errors",
     "press_2022_speeds",
+    "block_perplexity",
+    "float32_angle_rounding",
+    "last_unseen_distances",
+    "pair_stretch",
+    "plot_long_context_runs",
+    "read_long_context_runs",
+    "transformers_dynamic_stretch",
+    "unseen_distance_share",
+    "last_layer_attention",
+    "stretched_perplexities",
 ]

@@ -118,3 +118,55 @@ def test_run_stretch_and_long_context_blocks() -> None:
     frame = long_context_blocks(results)
     assert len(frame) == 6 and frame.kappa.tolist() == [1.0, 1.0, 3.0, 3.0, 2.0, 2.0]
     assert frame.columns.tolist()[:5] == ["book", "method", "kappa", "factor", "block"]
+
+
+def test_stored_run_helpers(tmp_path) -> None:
+    """read_long_context_runs keys runs by (method, κ); block_perplexity reads blocks."""
+    blocks = [{"first_position": 0, "last_position": 1, "perplexity": 3.0},
+              {"first_position": 2, "last_position": 3, "perplexity": 5.0}]
+    for folder, method, factor in (("a", "none", 2.0), ("b", "dynamic", 2.0)):
+        out = tmp_path / f"smollm2-persuasion-16384{folder}"
+        out.mkdir()
+        result = {"name": method, "blocks": blocks,
+                  "run": {"method": method, "factor": factor, "num_tokens": 16_384}}
+        (out / f"{method}.json").write_text(json.dumps(result))
+    runs = lc.read_long_context_runs(tmp_path, "persuasion")
+    assert sorted(runs) == [("dynamic", 3.0), ("none", 1.0)]
+    assert lc.block_perplexity(runs["none", 1.0]).tolist() == [3.0, 5.0]
+    with pytest.raises(FileNotFoundError, match="northangerabbey"):
+        lc.read_long_context_runs(tmp_path, "northangerabbey")
+    with pytest.raises(ValueError, match="no blocks"):
+        lc.block_perplexity({"name": "x", "blocks": []})
+    (tmp_path / "smollm2-persuasion-16384c").mkdir()
+    (tmp_path / "smollm2-persuasion-16384c" / "none.json").write_text(
+        json.dumps({"name": "none", "blocks": blocks,
+                    "run": {"method": "none", "factor": 1.0, "num_tokens": 16_384}}))
+    with pytest.raises(ValueError, match="two stored runs"):
+        lc.read_long_context_runs(tmp_path, "persuasion")
+
+
+def test_pair_stretch_and_transformers() -> None:
+    """Dynamic NTK stretches the slowest pair by transformers' κ and keeps pair 0."""
+    from posenc_lib.encodings.rope_scaling import dynamic_stretch, method_scaling
+
+    stretch = lc.pair_stretch(method_scaling("dynamic", 2.0, 8192), 64, 1e5, 16_384)
+    assert stretch.shape == (32,) and abs(stretch[0].item() - 1) < 1e-6
+    assert abs(stretch[-1].item() / dynamic_stretch(2.0, 16_384, 8192) - 1) < 1e-5
+    theirs = lc.transformers_dynamic_stretch(2.0, 16_384, 64, 1e5, 8192)
+    assert torch.allclose(theirs, stretch.double(), rtol=1e-5)
+    assert torch.allclose(lc.pair_stretch(None, 64, 1e5, 16_384), torch.ones(32))
+
+
+def test_unseen_distances_and_rounding() -> None:
+    """The share of keys past L_train, the last unseen distance, float32 angle rounding."""
+    from posenc_lib.encodings.rope import rope_inverse_frequencies
+
+    assert lc.unseen_distance_share(10, 8) == 3 / 11
+    assert lc.unseen_distance_share(5, 8) == 0
+    with pytest.raises(ValueError, match="position=-1"):
+        lc.unseen_distance_share(-1, 8)
+    theta = rope_inverse_frequencies(64, 100_000.0)
+    last = lc.last_unseen_distances(theta, 8192, 16_383)
+    assert min(last) == 20 and last[20] == 8378 and last[31] == 16_383
+    error, half_ulp, octave = lc.float32_angle_rounding(20_000, 256, theta)
+    assert 0 < error <= half_ulp == 2.0 ** (octave - 24)

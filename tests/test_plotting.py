@@ -43,6 +43,8 @@ CURVES = {  # made-up curves of the shape the sweep produces
 
 
 @pytest.fixture(autouse=True)
+
+
 def _close_figures():
     use_book_style()
     yield
@@ -89,6 +91,8 @@ def overlaps(a, b) -> bool:
 
 
 @pytest.mark.parametrize("yscale", ["linear", "log"])
+
+
 def test_train_length_label_is_not_covered_by_the_legend(yscale: str) -> None:
     fig = plot_perplexity_vs_length(  # a title as wide as the plot, over the label
         CURVES, train_length=128, yscale=yscale,
@@ -529,6 +533,8 @@ def test_table_rows_two_panels_and_mismatched_lengths() -> None:
     plt.close(fig)
     with pytest.raises(ValueError, match="one length"):
         plot_table_rows(torch.rand(128), torch.rand(64), torch.rand(128), title="t")
+
+
 def test_plot_per_run_draws_a_dot_per_run_and_a_median_bar() -> None:
     import pandas as pd
 
@@ -554,3 +560,17 @@ def test_plot_per_run_draws_a_dot_per_run_and_a_median_bar() -> None:
         plot_per_run({"": table}, label="ratio", band=(2, 1))
     with pytest.raises(ValueError, match="panels"):
         plot_per_run({}, label="ratio")
+
+
+def test_plot_long_context_runs() -> None:
+    """One panel per text, one line per run, the trained context marked; no runs: error."""
+    from posenc_book.plotting import plot_long_context_runs
+
+    blocks = [{"first_position": p, "perplexity": v} for p, v in ((0, 30), (4, 60))]
+    run = {"run": {"block": 4, "num_tokens": 8}, "blocks": blocks}
+    key = ("none", 1.0)
+    fig = plot_long_context_runs({"A": {key: run}, "B": {key: run}}, {key: "no scaling"},
+                                 {key: ("o", "-")}, {"none": "black"}, 4, [30, 60])
+    assert len(fig.axes) == 2 and fig.axes[0].lines[0].get_xdata().tolist() == [2, 6]
+    with pytest.raises(ValueError, match="at least one"):
+        plot_long_context_runs({}, {}, {}, {}, 4, [30])

@@ -266,3 +266,156 @@ def format_block_table(results: Sequence[dict]) -> str:
         values = "".join(f"{b['perplexity']:13.2f}" for b in r["blocks"])
         lines.append(r["run"]["method"].ljust(9) + values)
     return "\n".join(lines)
+
+
+def read_long_context_runs(root: Path | str, book: str, num_tokens: int = 16_384
+                           ) -> dict[tuple[str, float], dict]:
+    """Every stored run over one text, from every folder ``smollm2-{book}-{num_tokens}*``.
+
+    Args:
+        root: the folder that holds the run folders (e.g.
+            ``stored_results_dir("pretrained")``).
+        book: the text's name as in the folder names (``"persuasion"``, …).
+        num_tokens: the length of the pass, as in the folder names.
+
+    Returns:
+        ``{(method, κ): result}``, κ the stretch over the whole pass (:func:`run_stretch`),
+        each result as :func:`load_long_context_results` reads it.
+
+    Raises:
+        FileNotFoundError: if no folder matches.
+        ValueError: if two stored runs have the same method and stretch.
+    """
+    folders = sorted(Path(root).glob(f"smollm2-{book}-{num_tokens}*"))
+    if not folders:
+        raise FileNotFoundError(f"no folder smollm2-{book}-{num_tokens}* in {root}")
+    runs: dict[tuple[str, float], dict] = {}
+    for folder in folders:
+        for result in load_long_context_results(folder):
+            key = (result["run"]["method"], run_stretch(result))
+            if key in runs:
+                raise ValueError(f"two stored runs for book={book!r}, (method, κ)={key}")
+            runs[key] = result
+    return runs
+
+
+def block_perplexity(result: dict) -> torch.Tensor:
+    """Perplexity per block of positions of one stored run: float32 ``[blocks]``.
+
+    Raises:
+        ValueError: if the result holds no blocks.
+    """
+    if not result.get("blocks"):
+        raise ValueError(f"the result {result.get('name')!r} holds no blocks")
+    return torch.tensor([b["perplexity"] for b in result["blocks"]])
+
+
+def pair_stretch(rope_scaling: dict | None, head_dim: int, base: float, seq_len: int
+                 ) -> torch.Tensor:
+    """How much a scaling stretches each pair's wavelength at length ``seq_len``.
+
+    Args:
+        rope_scaling: a Hugging Face dictionary (:func:`method_scaling`), or None.
+        head_dim: the head width d (even).
+        base: the RoPE base.
+        seq_len: the length of the pass (dynamic NTK takes its stretch from it).
+
+    Returns:
+        float32 ``[d/2]``: θ_i / θ'_i (1: pair kept; κ: stretched by κ).
+    """
+    from posenc_lib.encodings.rope import rope_inverse_frequencies
+    from posenc_lib.encodings.rope_scaling import rope_scaled_frequencies
+
+    scaled, _ = rope_scaled_frequencies(head_dim, base, rope_scaling, seq_len=seq_len)
+    return rope_inverse_frequencies(head_dim, base) / scaled
+
+
+def transformers_dynamic_stretch(factor: float, seq_len: int, head_dim: int, base: float,
+                                 context_length: int) -> torch.Tensor:
+    """:func:`pair_stretch` of dynamic NTK, from transformers' own
+    ``ROPE_INIT_FUNCTIONS["dynamic"]`` (needs transformers), to check the library's rule.
+
+    Args:
+        factor: dynamic NTK's ``factor``.
+        seq_len: the length of the pass.
+        head_dim, base: the head width and RoPE base.
+        context_length: the trained context (``max_position_embeddings``).
+
+    Returns:
+        float64 ``[d/2]``: θ_i / θ'_i.
+    """
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from posenc_lib.encodings.rope import rope_inverse_frequencies
+
+    config = LlamaConfig(
+        hidden_size=head_dim, num_attention_heads=1, head_dim=head_dim,
+        max_position_embeddings=context_length,
+        rope_parameters={"rope_type": "dynamic", "factor": factor, "rope_theta": base})
+    theta, _ = ROPE_INIT_FUNCTIONS["dynamic"](config, None, seq_len=seq_len)
+    return rope_inverse_frequencies(head_dim, base) / theta.double()
+
+
+def unseen_distance_share(position: int, context_length: int) -> float:
+    """Share of a query's keys s ≤ t at distances t − s ≥ L_train (never seen in training).
+
+    Args:
+        position: the query's position t ≥ 0.
+        context_length: L_train, the trained context.
+
+    Raises:
+        ValueError: for a negative position or a context length below 1.
+    """
+    if position < 0 or context_length < 1:
+        raise ValueError(f"need position >= 0 and context_length >= 1, got "
+                         f"position={position}, context_length={context_length}")
+    return max(0, position - context_length + 1) / (position + 1)
+
+
+def last_unseen_distances(inverse_frequencies: torch.Tensor, context_length: int,
+                          longest: int) -> dict[int, int]:
+    """For each pair that never turned fully in training, the last unseen distance.
+
+    A pair i from the critical pair on saw the angles r θ_i for r < L_train only, an arc
+    short of a turn; a distance r ≥ L_train gives an angle outside it while r < λ_i
+    (past λ_i it comes round to the arc). Cut at ``longest``, the longest distance
+    scored.
+
+    Args:
+        inverse_frequencies: θ_i, ``[d/2]``.
+        context_length: L_train.
+        longest: the longest distance in the text (its length − 1).
+
+    Returns:
+        ``{i: min(⌈λ_i⌉ − 1, longest)}`` for every pair i from the critical pair on.
+    """
+    from posenc_lib.encodings.rope_scaling import critical_pair_index
+
+    theta = inverse_frequencies.double()
+    first = critical_pair_index(theta, context_length)
+    return {i: min(math.ceil(2 * math.pi / theta[i].item()) - 1, longest)
+            for i in range(first, len(theta))}
+
+
+def float32_angle_rounding(first: int, count: int, inverse_frequencies: torch.Tensor
+                           ) -> tuple[float, float, int]:
+    """How far float32 angles p θ_i, for positions first … first + count − 1, are off.
+
+    Args:
+        first: the first position.
+        count: how many positions.
+        inverse_frequencies: float32 θ_i, ``[d/2]``, taken as exact.
+
+    Returns:
+        ``(error, half_ulp, octave)``: the largest |float32 product − exact product| in
+        radians; half a unit in the last place of the largest inexact angle (pairs 1 on;
+        pair 0's angles p · 1 are integers); and e with that angle in [2^e, 2^(e+1)).
+    """
+    positions = torch.arange(first, first + count)
+    exact = positions.double()[:, None] * inverse_frequencies.double()
+    float32 = positions.float()[:, None] * inverse_frequencies
+    error = (float32.double() - exact).abs().max().item()
+    largest = float32[:, 1:].max()
+    half_ulp = (torch.nextafter(largest, torch.tensor(math.inf)) - largest).item() / 2
+    return error, half_ulp, math.floor(math.log2(largest))
