@@ -352,6 +352,7 @@ from posenc_book.stored import (
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import Link, mean_spread_table
+from posenc_book.ledger import Ledger, VERDICT_KINDS
 
 __version__ = "0.1.0"
 
@@ -364,6 +365,7 @@ __all__ = [
     "EvalResult",
     "FineTuneConfig",
     "LearnedPositionalEmbedding",
+    "Ledger",
     "Link",
     "MARKED_TEMPLATE",
     "METHOD_STYLE",
@@ -392,6 +394,7 @@ __all__ = [
     "TrainedRowDistance",
     "TrainRecord",
     "TransformerLM",
+    "VERDICT_KINDS",
     "WT103_BYTES",
     "WT103_BYTES_PER_TOKEN",
     "WT103_TOKENS",
