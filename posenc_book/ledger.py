@@ -128,6 +128,7 @@ class Ledger:
         ax.set_xticks([c + 0.5 for c in range(len(columns))], columns)
         ax.xaxis.tick_top()
         ax.tick_params(length=0)
+        ax.grid(False)
         for spine in ax.spines.values():
             spine.set_visible(False)
         fig.tight_layout()

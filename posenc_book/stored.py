@@ -322,3 +322,30 @@ def pooled_passkey_accuracy(cells: pd.DataFrame, train_length: int, bar: float =
     pooled = cells[rows].groupby(["scheme", *by])[["correct", "trials"]].sum()
     pooled["accuracy"] = pooled.correct / pooled.trials
     return pooled
+
+
+def stretched_passkey_share(run: dict, method: str, length: int, *,
+                            fine_tuned: bool = False) -> float:
+    """Share of keys retrieved by a stretched RoPE model of a stored methods run.
+
+    Args:
+        run: a stored ``rope-methods-*.json`` of ``results/ci-retrieval`` (its ``rows``:
+            untuned, its ``fine_tuned_rows``: after the fine-tune), each row one method at
+            one length with its ``passkey`` cells (``correct`` of ``trials``).
+        method: ``"none"``, ``"linear"``, ``"dynamic"``, ``"yarn"`` or ``"llama3"``.
+        length: the window length in tokens (bytes).
+        fine_tuned: read the fine-tuned rows.
+
+    Returns:
+        Keys retrieved over keys tried, pooled over the depths, in [0, 1].
+
+    Raises:
+        ValueError: if the run has not exactly one row for ``method`` at ``length``.
+    """
+    rows = run["fine_tuned_rows" if fine_tuned else "rows"]
+    found = [r for r in rows if r["method"] == method and r["length"] == length]
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} rows for method={method!r}, length={length} "
+                         f"(fine_tuned={fine_tuned}); expected one")
+    cells = found[0]["passkey"]
+    return sum(c["correct"] for c in cells) / sum(c["trials"] for c in cells)

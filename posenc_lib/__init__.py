@@ -353,6 +353,9 @@ from posenc_book.stored import (
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import Link, mean_spread_table
 from posenc_book.ledger import Ledger, VERDICT_KINDS
+from posenc_book.checks import decade_bounds
+from posenc_book.stored import stretched_passkey_share
+from posenc_lib.analysis.equivariance import permute_residual_stream
 
 __version__ = "0.1.0"
 
@@ -434,6 +437,7 @@ __all__ = [
     "cosine_matrix",
     "critical_pair",
     "critical_pair_index",
+    "decade_bounds",
     "decay_by_parts_checks",
     "decay_curves",
     "decay_table",
@@ -513,6 +517,7 @@ __all__ = [
     "per_position_nll",
     "per_run",
     "permutation_gap",
+    "permute_residual_stream",
     "pick_device",
     "plain_log_ticks",
     "plan_sweep",
@@ -595,6 +600,7 @@ __all__ = [
     "streaming_table",
     "stretch_scaling",
     "stretched_fine_tune",
+    "stretched_passkey_share",
     "summary_table",
     "swap_cost",
     "t5_bucket_pair_counts",
