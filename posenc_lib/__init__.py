@@ -355,6 +355,7 @@ from posenc_book.tables import Link, mean_spread_table
 from posenc_book.ledger import Ledger, VERDICT_KINDS
 from posenc_book.checks import decade_bounds
 from posenc_book.stored import stretched_passkey_share
+from posenc_book.tables import value_span
 from posenc_lib.analysis.equivariance import permute_residual_stream
 
 __version__ = "0.1.0"
@@ -619,6 +620,7 @@ __all__ = [
     "use_book_style",
     "use_own_rope",
     "use_posenc_rope",
+    "value_span",
     "weight_decay_factor",
     "with_cpu_time_fractions",
     "with_identical_rows",

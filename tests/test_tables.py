@@ -144,3 +144,17 @@ def test_mean_spread_table_std_and_range() -> None:
         mean_spread_table(data, "model", "L", "PPL", spread="iqr")
     with pytest.raises(ValueError, match="'seed'"):
         mean_spread_table(data, "model", "seed", "PPL")
+
+
+def test_value_span_shows_a_range_or_one_number() -> None:
+    import pytest
+
+    from posenc_book.tables import value_span
+
+    assert value_span(6.131, 6.449) == "6.13–6.45"
+    assert value_span(10.21, 10.24) == "10.2"  # the same at three digits
+    assert value_span(0.9901, 0.993) == "0.990–0.993"
+    with pytest.raises(ValueError, match="low must not be above high"):
+        value_span(2.0, 1.0)
+    with pytest.raises(ValueError, match="digits must be at least 1"):
+        value_span(1.0, 2.0, digits=0)
