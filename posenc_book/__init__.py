@@ -9,4 +9,5 @@ alone. The chapters use it through :mod:`posenc_lib`, which re-exports its publi
 * :mod:`~posenc_book.interactive`: figures a reader moves (frames and a slider);
 * :mod:`~posenc_book.checks`: a checked agreement shown as its bound (``< 1e-6``);
 * :mod:`~posenc_book.stored`: stored results of larger runs (``results/NAME``).
+* :mod:`~posenc_book.ledger`: the claims ledger's verdicts, as a table and a figure.
 """

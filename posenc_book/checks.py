@@ -76,3 +76,23 @@ def assert_above(value: float, bound: float, *, what: str = "value") -> str:
     if not value > bound:
         raise AssertionError(f"{what} = {value:.3g} is not above {format_bound(bound)}")
     return f"> {format_bound(bound)}"
+
+
+def decade_bounds(value: float) -> str:
+    """The power-of-ten interval a positive error lies in, each side checked: ``"> 1e-3,
+    < 0.01"``; ``"not finite"`` for an infinite or NaN value.
+
+    An error that only needs its order of magnitude (and whose digits differ between CPU
+    kernels) is shown this way: :func:`assert_above` of a tenth of the next power of ten up,
+    :func:`assert_below` of that power.
+
+    Raises:
+        ValueError: for a value that is zero or negative (it lies in no decade).
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        return "not finite"
+    if value <= 0:
+        raise ValueError(f"value must be positive to lie in a decade, got {value!r}")
+    upper = 10.0 ** math.ceil(math.log10(value))
+    return assert_above(value, upper / 10) + ", " + assert_below(value, upper)

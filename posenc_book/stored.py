@@ -355,3 +355,30 @@ def budget_runs_frame(runs: Iterable[dict], train_length: int) -> "pd.DataFrame"
         "swap, t=8": r["extra"]["swap_cost"]["8"],
         "swap, t=64": r["extra"]["swap_cost"]["64"],
     } for r in runs).set_index(["scheme", "steps", "seed"]).sort_index()
+
+
+def stretched_passkey_share(run: dict, method: str, length: int, *,
+                            fine_tuned: bool = False) -> float:
+    """Share of keys retrieved by a stretched RoPE model of a stored methods run.
+
+    Args:
+        run: a stored ``rope-methods-*.json`` of ``results/ci-retrieval`` (its ``rows``:
+            untuned, its ``fine_tuned_rows``: after the fine-tune), each row one method at
+            one length with its ``passkey`` cells (``correct`` of ``trials``).
+        method: ``"none"``, ``"linear"``, ``"dynamic"``, ``"yarn"`` or ``"llama3"``.
+        length: the window length in tokens (bytes).
+        fine_tuned: read the fine-tuned rows.
+
+    Returns:
+        Keys retrieved over keys tried, pooled over the depths, in [0, 1].
+
+    Raises:
+        ValueError: if the run has not exactly one row for ``method`` at ``length``.
+    """
+    rows = run["fine_tuned_rows" if fine_tuned else "rows"]
+    found = [r for r in rows if r["method"] == method and r["length"] == length]
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} rows for method={method!r}, length={length} "
+                         f"(fine_tuned={fine_tuned}); expected one")
+    cells = found[0]["passkey"]
+    return sum(c["correct"] for c in cells) / sum(c["trials"] for c in cells)

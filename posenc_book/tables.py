@@ -317,3 +317,18 @@ def loss_by_context(curves, length: int) -> pd.DataFrame:
          for s, curve in curves.items()},
         index=pd.Index(labels, name="bytes of context"),
     )
+
+
+def value_span(low: float, high: float, digits: int = 3) -> str:
+    """A range of trained-model numbers as a table shows it: ``"6.13–6.45"``, or one number
+    when both ends print the same (``"10.2"``), each with ``digits`` significant digits.
+
+    Raises:
+        ValueError: if ``low`` is above ``high`` or ``digits`` is below 1.
+    """
+    if digits < 1:
+        raise ValueError(f"digits must be at least 1, got digits={digits}")
+    if low > high:
+        raise ValueError(f"low must not be above high, got low={low}, high={high}")
+    low_text, high_text = f"{low:#.{digits}g}", f"{high:#.{digits}g}"
+    return low_text if low_text == high_text else f"{low_text}–{high_text}"

@@ -392,6 +392,11 @@ from posenc_lib.analysis.context_extension import (  # chapter 11
     last_layer_attention,
     stretched_perplexities,
 )
+from posenc_book.ledger import Ledger, VERDICT_KINDS
+from posenc_book.checks import decade_bounds
+from posenc_book.stored import stretched_passkey_share
+from posenc_book.tables import value_span
+from posenc_lib.analysis.equivariance import permute_residual_stream
 
 __version__ = "0.1.0"
 
@@ -407,6 +412,7 @@ __all__ = [
     "HAVIV2022_PERPLEXITY",
     "haviv_perplexities",
     "LearnedPositionalEmbedding",
+    "Ledger",
     "Link",
     "loss_by_context",
     "MARKED_TEMPLATE",
@@ -449,6 +455,7 @@ __all__ = [
     "TrainedRowDistance",
     "TrainRecord",
     "TransformerLM",
+    "VERDICT_KINDS",
     "WT103_BYTES",
     "WT103_BYTES_PER_TOKEN",
     "WT103_TOKENS",
@@ -489,6 +496,7 @@ __all__ = [
     "cosine_matrix",
     "critical_pair",
     "critical_pair_index",
+    "decade_bounds",
     "decay_by_parts_checks",
     "decay_curves",
     "decay_table",
@@ -570,6 +578,7 @@ __all__ = [
     "per_position_nll",
     "per_run",
     "permutation_gap",
+    "permute_residual_stream",
     "pick_device",
     "plain_log_ticks",
     "plan_sweep",
@@ -652,6 +661,7 @@ __all__ = [
     "streaming_table",
     "stretch_scaling",
     "stretched_fine_tune",
+    "stretched_passkey_share",
     "summary_table",
     "swap_cost",
     "t5_bucket_pair_counts",
@@ -670,6 +680,7 @@ __all__ = [
     "use_book_style",
     "use_own_rope",
     "use_posenc_rope",
+    "value_span",
     "weight_decay_factor",
     "with_cpu_time_fractions",
     "with_identical_rows",

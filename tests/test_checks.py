@@ -64,3 +64,13 @@ def test_a_bound_must_be_a_number():
         format_bound("1e-6")
     with pytest.raises(TypeError, match="bound must be a positive finite number"):
         format_bound(True)
+
+
+def test_decade_bounds_name_the_power_of_ten_interval():
+    from posenc_book.checks import decade_bounds
+
+    assert decade_bounds(0.0035) == "> 1e-3, < 0.01"
+    assert decade_bounds(2.5) == "> 1, < 10"
+    assert decade_bounds(math.inf) == decade_bounds(math.nan) == "not finite"
+    with pytest.raises(ValueError, match="value must be positive"):
+        decade_bounds(0.0)

@@ -83,3 +83,23 @@ def test_rotation_normal_form_turns_g_into_ropes_block_rotation() -> None:
         rotation_normal_form(torch.eye(4, dtype=torch.float64))
     with pytest.raises(ValueError, match="d even"):
         rotation_normal_form(torch.eye(3, dtype=torch.float64))
+
+
+def test_a_model_with_its_residual_stream_permuted_computes_the_same_logits() -> None:
+    from posenc_lib import ModelConfig, TransformerLM, permute_residual_stream
+
+    torch.manual_seed(0)
+    config = ModelConfig(position="sinusoidal", d_model=16, num_layers=2, num_heads=2,
+                         max_positions=12, vocab_size=20)
+    model = TransformerLM(config).eval()
+    perm = torch.randperm(16)
+    twin = TransformerLM(config).eval()
+    twin.load_state_dict(permute_residual_stream(model.state_dict(), perm))
+    twin.use_sinusoidal_table(sinusoidal_encoding(12, 16)[:, perm])
+    tokens = torch.randint(0, 20, (2, 12))
+    with torch.no_grad():
+        assert (twin(tokens) - model(tokens)).abs().max() < 1e-5
+        model.use_sinusoidal_table(sinusoidal_encoding(12, 16)[:, perm])  # unpermuted
+        assert (twin(tokens) - model(tokens)).abs().max() > 1e-2  # weights: differ
+    with pytest.raises(ValueError, match="perm must be a permutation"):
+        permute_residual_stream(model.state_dict(), torch.tensor([0, 0] + list(range(2, 16))))

@@ -46,3 +46,17 @@ def test_cells_and_pooling_keep_the_seeds_that_meet_the_bar(tmp_path) -> None:
         passkey_run_shares(cells, 128)
     with pytest.raises(FileNotFoundError, match="nothing"):
         load_passkey_runs(tmp_path, "nothing*.json")
+
+
+def test_stretched_passkey_share_pools_the_depths_of_one_row() -> None:
+    import pytest
+
+    from posenc_book.stored import stretched_passkey_share
+
+    cells = [{"correct": 3, "trials": 4}, {"correct": 1, "trials": 4}]
+    run = {"rows": [{"method": "yarn", "length": 256, "passkey": cells}],
+           "fine_tuned_rows": [{"method": "yarn", "length": 256, "passkey": cells[:1]}]}
+    assert stretched_passkey_share(run, "yarn", 256) == 0.5
+    assert stretched_passkey_share(run, "yarn", 256, fine_tuned=True) == 0.75
+    with pytest.raises(ValueError, match="0 rows for method='none'"):
+        stretched_passkey_share(run, "none", 256)

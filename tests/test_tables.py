@@ -115,6 +115,8 @@ def test_floats_are_shown_as_pandas_shows_them_not_as_their_binary_expansion() -
         ("x < 1e-5", "x &lt; 1e-5"),
     ],
 )
+
+
 def test_plain_text_notation_is_set_as_sub_and_superscripts(text: str, shown: str) -> None:
     from posenc_book.tables import notation_html
 
@@ -168,3 +170,17 @@ def test_context_groups_double_and_loss_by_context_averages_them() -> None:
         context_groups(12)
     with pytest.raises(ValueError, match="length=8"):
         loss_by_context({"rope": Curve(curve[:4])}, 8)
+
+
+def test_value_span_shows_a_range_or_one_number() -> None:
+    import pytest
+
+    from posenc_book.tables import value_span
+
+    assert value_span(6.131, 6.449) == "6.13–6.45"
+    assert value_span(10.21, 10.24) == "10.2"  # the same at three digits
+    assert value_span(0.9901, 0.993) == "0.990–0.993"
+    with pytest.raises(ValueError, match="low must not be above high"):
+        value_span(2.0, 1.0)
+    with pytest.raises(ValueError, match="digits must be at least 1"):
+        value_span(1.0, 2.0, digits=0)

@@ -114,3 +114,42 @@ def rotation_normal_form(rotation: Tensor) -> tuple[Tensor, list[float]]:
     Q = torch.stack([vectors[:, down].real, vectors[:, down].imag], dim=-1).flatten(1)
     Q = Q * math.sqrt(2)  # [d, d]: columns 2i, 2i+1 span the plane of pair i
     return Q, (-values[down].angle()).tolist()
+RESIDUAL_READS = ("token_embedding.weight", "qkv.weight", "mlp.0.weight", "lm_head.weight")
+"""Weights of :class:`~posenc_lib.model.transformer.TransformerLM` whose last axis is the
+residual stream (they read it, or, for the token embedding, write it row by row)."""
+
+RESIDUAL_WRITES = ("attn.out.weight", "attn.out.bias", "mlp.2.weight", "mlp.2.bias")
+"""Weights whose first axis is the residual stream (they write into it)."""
+
+
+def permute_residual_stream(state: dict[str, Tensor], perm: Tensor) -> dict[str, Tensor]:
+    """The same model with the coordinates of its residual stream reordered by ``perm``.
+
+    Every weight that reads or writes the stream is reordered with it (the token
+    embedding's columns, ``W_q, W_k, W_v``, the MLP's input, the output head; the rows of
+    the attention's and the MLP's output projections; LayerNorm's gain and bias), so the
+    permuted model, fed a position table with its columns reordered the same way, computes
+    the same logits: LayerNorm's mean and variance do not depend on the order.
+
+    Args:
+        state: a ``state_dict`` of a :class:`~posenc_lib.model.transformer.TransformerLM`.
+        perm: integer ``[d_model]``, a permutation; coordinate ``perm[j]`` becomes ``j``.
+
+    Returns:
+        A new state dict (the input is not changed).
+
+    Raises:
+        ValueError: if ``perm`` is not a permutation of ``0 … d_model − 1``, with
+            ``d_model`` the width of the token embedding.
+    """
+    width = state["token_embedding.weight"].shape[-1]
+    if perm.dim() != 1 or not torch.equal(perm.sort().values.cpu(), torch.arange(width)):
+        raise ValueError(f"perm must be a permutation of 0 … {width - 1}, got {perm}")
+    permuted = {}
+    for name, weight in state.items():
+        if name.endswith(RESIDUAL_READS):
+            weight = weight[:, perm]
+        elif name.endswith(RESIDUAL_WRITES) or "norm" in name:
+            weight = weight[perm]
+        permuted[name] = weight
+    return permuted

@@ -1,0 +1,140 @@
+"""The claims ledger of chapter 16: verdicts entered by the cells that measure them.
+
+A :class:`Ledger` collects one entry per claim, in the order the chapter checks them: the
+verdict's kind (one of :data:`VERDICT_KINDS`), the verdict in words with its scope, and the
+numbers it rests on, as the checking cell computed them; later cells may add a second
+verdict on another metric (retrieval). :meth:`Ledger.frame` is the ledger as a table whose
+claims link to their sections, and :meth:`Ledger.plot` the verdicts at a glance, one row per
+claim, coloured by kind. Torch-free, like the rest of :mod:`posenc_book`.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from posenc_book.plotting import MAX_FIGURE_WIDTH_IN
+from posenc_book.tables import Link
+
+VERDICT_KINDS: dict[str, str] = {
+    "holds": "#009e73",
+    "in part": "#56b4e9",
+    "depends": "#e69f00",
+    "fails": "#d55e00",
+    "no verdict": "#dddddd",
+}
+"""The kinds of verdict, each with its colour (Okabe–Ito, readable by colour-blind readers;
+the figure also writes the kind in each cell): the claim holds, holds in part (a loss that
+is small but not none, one half of two), depends on a named setting, fails, or the evidence
+gives no verdict (a model that did not learn the task)."""
+
+
+class Ledger:
+    """Claims and their verdicts, in the order they were entered.
+
+    The n-th claim entered is the n-th section of the chapter, labelled
+    ``ledger-claim-NN`` (:meth:`anchor`), so a table row can link to it.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[str, dict[str, str]] = {}
+
+    def record(self, claim: str, kind: str, verdict: str, evidence: str, *,
+               scope: str) -> None:
+        """Enter one claim's verdict, computed by the cell that calls it.
+
+        Args:
+            claim: the claim, short (it labels a row of the figure: at most 34
+                characters).
+            kind: one of :data:`VERDICT_KINDS`.
+            verdict: the verdict in words, with the settings it hinges on.
+            evidence: the numbers it rests on, as computed.
+            scope: what the evidence covers ("any model" for algebra, "ci", …).
+
+        Raises:
+            ValueError: for an unknown ``kind``, a claim entered twice, a claim longer
+                than 34 characters, or an empty ``verdict``, ``evidence`` or ``scope``.
+        """
+        _check_kind(kind)
+        if claim in self.entries:
+            raise ValueError(f"claim {claim!r} is already in the ledger")
+        if not claim or len(claim) > 34:
+            raise ValueError(f"claim must be 1 to 34 characters, got {claim!r}")
+        for name, text in (("verdict", verdict), ("evidence", evidence),
+                           ("scope", scope)):
+            if not text:
+                raise ValueError(f"{name} must not be empty (claim {claim!r})")
+        self.entries[claim] = {"kind": kind, "scope": scope, "verdict": verdict,
+                               "what this chapter measured": evidence}
+
+    def add_retrieval(self, claim: str, kind: str, verdict: str) -> None:
+        """Add a claim's verdict on the second metric, retrieval.
+
+        Raises:
+            KeyError: for a claim not yet recorded.
+            ValueError: for an unknown ``kind``.
+        """
+        _check_kind(kind)
+        if claim not in self.entries:
+            raise KeyError(f"claim {claim!r} is not in the ledger; record it first")
+        self.entries[claim]["retrieval kind"] = kind
+        self.entries[claim]["on retrieval"] = verdict
+
+    def anchor(self, claim: str) -> str:
+        """The label of a claim's section: ``ledger-claim-NN``, NN its place (from 01)."""
+        return f"ledger-claim-{list(self.entries).index(claim) + 1:02d}"
+
+    def frame(self) -> pd.DataFrame:
+        """The ledger as a table: one row per claim (a :class:`~posenc_book.tables.Link`
+        to its section), its scope, verdict, evidence and retrieval verdict ("—" where
+        none was entered)."""
+        columns = ["scope", "verdict", "what this chapter measured", "on retrieval"]
+        rows = [[entry.get(c, "—") for c in columns] for entry in self.entries.values()]
+        index = pd.Index([Link(claim, f"#{self.anchor(claim)}") for claim in self.entries],
+                         name="claim (links to its section)")
+        return pd.DataFrame(rows, index=index, columns=columns)
+
+    def plot(self) -> Figure:
+        """The verdicts at a glance: one row per claim (numbered as its section), a
+        column for the scope of the evidence, one for the verdict and one for the
+        verdict on retrieval, each cell coloured by its kind (:data:`VERDICT_KINDS`).
+
+        Returns:
+            The figure, 6.5 inches wide, laid out.
+
+        Raises:
+            ValueError: if the ledger is empty.
+        """
+        if not self.entries:
+            raise ValueError("the ledger is empty: record a claim first")
+        claims = list(self.entries)
+        columns = ("scope", "verdict", "on retrieval")
+        fig, ax = plt.subplots(figsize=(MAX_FIGURE_WIDTH_IN, 0.34 * len(claims) + 0.9))
+        for row, claim in enumerate(claims):
+            entry = self.entries[claim]
+            cells = (("", entry["scope"]), (entry["kind"], entry["kind"]),
+                     (entry.get("retrieval kind", ""), entry.get("retrieval kind", "—")))
+            for col, (kind, text) in enumerate(cells):
+                color = VERDICT_KINDS.get(kind, "white")
+                ax.add_patch(Rectangle((col, row), 1, 1, facecolor=color,
+                                       edgecolor="white", linewidth=2))
+                ax.text(col + 0.5, row + 0.5, text, ha="center", va="center")
+        ax.set_xlim(0, len(columns))
+        ax.set_ylim(len(claims), 0)
+        ax.set_yticks([r + 0.5 for r in range(len(claims))],
+                      [f"{r + 1}. {c}" for r, c in enumerate(claims)])
+        ax.set_xticks([c + 0.5 for c in range(len(columns))], columns)
+        ax.xaxis.tick_top()
+        ax.tick_params(length=0)
+        ax.grid(False)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        fig.tight_layout()
+        return fig
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in VERDICT_KINDS:
+        raise ValueError(f"kind must be one of {list(VERDICT_KINDS)}, got kind={kind!r}")

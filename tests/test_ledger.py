@@ -1,0 +1,70 @@
+"""posenc_book.ledger: the claims ledger's entries, table and figure."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from posenc_book.ledger import VERDICT_KINDS, Ledger  # noqa: E402
+from posenc_book.tables import Link  # noqa: E402
+
+
+def two_claims() -> Ledger:
+    ledger = Ledger()
+    ledger.record("A formula", "fails", "fails (sign)", "SymPy", scope="any model")
+    ledger.record("A trained model", "in part", "in part here", "×1.43", scope="ci")
+    return ledger
+
+
+def test_entries_keep_their_order_and_link_to_their_sections() -> None:
+    ledger = two_claims()
+    assert ledger.anchor("A trained model") == "ledger-claim-02"
+    frame = ledger.frame()
+    assert list(frame.index) == ["A formula", "A trained model"]
+    assert all(isinstance(claim, Link) for claim in frame.index)
+    assert [c.href for c in frame.index] == ["#ledger-claim-01", "#ledger-claim-02"]
+    assert frame.loc["A formula", "on retrieval"] == "—"  # none entered
+
+
+def test_a_retrieval_verdict_joins_its_claim() -> None:
+    ledger = two_claims()
+    ledger.add_retrieval("A trained model", "no verdict", "did not learn the task")
+    assert ledger.frame().loc["A trained model", "on retrieval"] == "did not learn the task"
+    with pytest.raises(KeyError, match="not in the ledger"):
+        ledger.add_retrieval("Unknown", "fails", "x")
+
+
+@pytest.mark.parametrize(
+    ("claim", "kind", "verdict", "match"),
+    [
+        ("A formula", "fails", "v", "already in the ledger"),
+        ("New", "false", "v", "kind must be one of"),
+        ("x" * 35, "fails", "v", "1 to 34 characters"),
+        ("New", "holds", "", "verdict must not be empty"),
+    ],
+)
+def test_a_bad_entry_is_refused(claim: str, kind: str, verdict: str, match: str) -> None:
+    ledger = two_claims()
+    with pytest.raises(ValueError, match=match):
+        ledger.record(claim, kind, verdict, "e", scope="ci")
+
+
+def test_the_figure_has_a_coloured_cell_per_claim_and_column() -> None:
+    ledger = two_claims()
+    ledger.add_retrieval("A trained model", "fails", "none past L_train")
+    fig = ledger.plot()
+    ax = fig.axes[0]
+    assert fig.get_size_inches()[0] <= 6.5
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1. A formula",
+                                                             "2. A trained model"]
+    colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
+    assert colours[1] == VERDICT_KINDS["fails"] and colours[4] == VERDICT_KINDS["in part"]
+    assert colours[5] == VERDICT_KINDS["fails"]  # the retrieval verdict
+    assert [t.get_text() for t in ax.texts][:3] == ["any model", "fails", "—"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="empty"):
+        Ledger().plot()
