@@ -775,3 +775,27 @@ def test_typed_chapter_numbers_are_links_to_that_chapter(path: Path) -> None:
         if number and not (name[:2].isdigit() and int(name[:2]) == int(number.group(1))):
             wrong.append(f"{label} -> {target}")
     assert not wrong, f"{path.name}: a link's chapter number is not its target's: {wrong}"
+
+
+SCRIPT_PATH = re.compile(r"(?<![\w/.-])((?:tools|results|posenc_lib|posenc_book|benchmarks|tests)"
+                         r"/[\w/.-]*\.py)\b")
+
+
+def scripts_named(text: str) -> set[str]:
+    """Repository paths of Python files a page names (in prose, code spans or commands)."""
+    return set(SCRIPT_PATH.findall(text))
+
+
+def test_the_script_check_finds_paths() -> None:
+    assert scripts_named("run `python tools/runs/sweep.py sweep` and results/x/make.py") == {
+        "tools/runs/sweep.py", "results/x/make.py"}
+    assert scripts_named("see posenc_lib.pretrained and tools/") == set()
+
+
+@pytest.mark.parametrize("path", PROSE_PAGES + [ROOT / "README.md", ROOT / "CONTRIBUTING.md"],
+                         ids=lambda p: p.name)
+def test_scripts_a_page_names_exist(path: Path) -> None:
+    """A reader who runs a command a page gives finds the script: scripts moved (for
+    example out of ``results/`` into ``tools/runs/``) leave no stale path behind."""
+    missing = sorted(p for p in scripts_named(prose_of(path)) if not (ROOT / p).is_file())
+    assert not missing, f"{path.name} names scripts that do not exist: {missing}"
