@@ -46,3 +46,71 @@ def press_2022_speeds(relative_to: str | None = None):
     base = table.loc[relative_to][["train", "eval"]]
     others = {s: table.loc[s][["train", "eval"]] / base for s in schemes if s != relative_to}
     return pd.concat(others, names=["scheme"]).unstack("L_train")
+
+
+PRESS2022_PERPLEXITY: dict[str, dict[str, tuple[float, float, float]]] = {
+    "nonoverlapping": {
+        "sinusoidal": (20.05, 43.54, 132.41),
+        "rope": (20.07, 21.37, 31.58),
+        "t5": (19.65, 18.79, 20.41),
+        "alibi": (19.73, 18.73, 18.41),
+    },
+    "sliding": {
+        "sinusoidal": (18.35, 204.42, 306.19),
+        "t5": (17.92, 18.51, 22.62),
+        "alibi": (17.98, 17.92, 18.28),
+    },
+}
+"""Perplexities cited (not measured) from Press, Smith and Lewis (2022), "Train Short,
+Test Long", for L_train = 512 words on the WikiText-103 validation set, per protocol and
+scheme: Table 2 (non-overlapping windows of L = 512, 1012, 2512 words) and Tables 13-15 of
+Appendix B (sliding windows of stride 1, L = 512, 1024, 2048 words)."""
+
+WT103_TOKENS: dict[str, int] = {"train": 103_227_021, "validation": 217_646}
+"""Word-level tokens of WikiText-103 (cited, not measured; Merity et al. 2017, Table 1)."""
+
+WT103_BYTES: dict[str, int] = {"train": 546_500_949, "validation": 1_159_288}
+"""Bytes of the same text (cited, not measured; Hugging Face's copy, wikitext-103-raw-v1)."""
+
+WT103_BYTES_PER_TOKEN = 5.3
+"""Bytes per word token of WikiText-103, rounded: 5.29 (train) and 5.33 (validation) from
+:data:`WT103_BYTES` / :data:`WT103_TOKENS`."""
+
+
+def press_ratios() -> dict[str, dict[str, tuple[float, float]]]:
+    """Press et al.'s perplexity ratios per word: PPL(L) / PPL(512) at their two longer
+    lengths (about 2× and 4× L_train), per protocol and scheme, from
+    :data:`PRESS2022_PERPLEXITY`."""
+    return {p: {s: (v[1] / v[0], v[2] / v[0]) for s, v in table.items()}
+            for p, table in PRESS2022_PERPLEXITY.items()}
+
+
+HAVIV2022_PERPLEXITY: dict[str, dict[str, float]] = {
+    "WikiText-103, 247M, L 512": {"none": 20.97, "learned": 20.42, "sinusoidal": 20.16,
+                                  "alibi": 19.71},
+    "Pile, 125M, L 1024": {"none": 22.15, "learned": 22.04, "sinusoidal": 21.49,
+                           "alibi": 19.94},
+    "Pile, 350M, L 1024": {"none": 16.87, "learned": 16.84, "sinusoidal": 16.58,
+                           "alibi": 15.66},
+    "Pile, 760M, L 1024": {"none": 14.29, "learned": 14.21, "sinusoidal": 14.04,
+                           "alibi": 13.53},
+    "Pile, 1.3B, L 1024": {"none": 13.10, "learned": 13.05, "sinusoidal": 12.93,
+                           "alibi": 12.51},
+    "Pile, 1.3B, L 256": {"none": 14.98, "learned": 14.94, "sinusoidal": 14.84,
+                          "alibi": 14.65},
+    "Pile, 1.3B, L 512": {"none": 13.82, "learned": 13.77, "sinusoidal": 13.66,
+                          "alibi": 13.37},
+    "Pile, 1.3B, L 2048": {"none": 12.87, "learned": 12.72, "sinusoidal": 12.62,
+                           "alibi": 12.06},
+}
+"""Validation perplexity of causal language models without positions (NoPos) and with
+learned, sinusoidal and ALiBi positions (cited, not measured; Haviv et al. 2022, Tables
+1-3): setting (data, parameters, training length L in tokens) → scheme → perplexity."""
+
+
+def haviv_perplexities():
+    """:data:`HAVIV2022_PERPLEXITY` as a table: one row per setting, one column per scheme
+    (raw names ``none``, ``learned``, ``sinusoidal``, ``alibi``), perplexities per token."""
+    import pandas as pd
+
+    return pd.DataFrame(HAVIV2022_PERPLEXITY).T

@@ -229,7 +229,6 @@ from posenc_lib.tasks.sweep import (
     load_results,
     per_byte,
     plan_sweep,
-    press_ratios,
     press_table,
     protocol_gap,
     protocol_tables,
@@ -241,9 +240,6 @@ from posenc_lib.tasks.sweep import (
     seed_values,
     shard_runs,
     summary_table,
-    WT103_BYTES,
-    WT103_BYTES_PER_TOKEN,
-    WT103_TOKENS,
 )
 from posenc_lib.pretrained.loading import (
     load_pretrained,
@@ -357,7 +353,15 @@ from posenc_book.stored import (
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import Link, mean_spread_table
-from posenc_book.cited import press_2022_speeds
+from posenc_book.cited import (
+    HAVIV2022_PERPLEXITY,
+    haviv_perplexities,
+    press_2022_speeds,
+    press_ratios,
+    WT103_BYTES,
+    WT103_BYTES_PER_TOKEN,
+    WT103_TOKENS,
+)
 
 # issue 37 (thin notebooks), chapters 04, 05, 08, 09
 from posenc_book.plotting import (
@@ -377,7 +381,7 @@ from posenc_lib.analysis.attention_maps import left_padding_gaps
 from posenc_lib.analysis.equivariance import rotation_normal_form
 from posenc_lib.model.attention import load_interleaved_as_half
 from posenc_lib.analysis.learned_table import perplexity_with_rows, table_movement
-from posenc_lib.tasks.sweep import HAVIV2022_PERPLEXITY, haviv_perplexities, relative_gain
+from posenc_lib.tasks.sweep import relative_gain
 from posenc_lib.pretrained.long_context import (  # chapter 11's SmolLM2 runs
     block_perplexity,
     float32_angle_rounding,

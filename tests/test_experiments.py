@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from posenc_lib.tasks import sweep as experiments
+from posenc_book import cited
 from posenc_lib.tasks.sweep import RunSpec, format_table, load_results, plan_sweep, run_sweep, summarize
 from posenc_lib.training.scales import SCALES, Scale
 from tools.runs import sweep as sweep_tool  # the command line
@@ -453,8 +454,8 @@ def test_ratio_spread_table_puts_the_level_spread_beside_the_ratio() -> None:
 def test_per_byte_spreads_the_rise_over_the_bytes_of_a_token() -> None:
     assert experiments.per_byte(2.0 ** 5.3) == pytest.approx(2.0)
     assert experiments.per_byte(8.0, 3) == pytest.approx(2.0)
-    wt103 = {s: experiments.WT103_BYTES[s] / experiments.WT103_TOKENS[s] for s in experiments.WT103_TOKENS}
-    assert all(abs(b - experiments.WT103_BYTES_PER_TOKEN) < 0.05 for b in wt103.values())
+    wt103 = {s: cited.WT103_BYTES[s] / cited.WT103_TOKENS[s] for s in cited.WT103_TOKENS}
+    assert all(abs(b - cited.WT103_BYTES_PER_TOKEN) < 0.05 for b in wt103.values())
     with pytest.raises(ValueError, match="ratio_per_token must be > 0"):
         experiments.per_byte(0.0)
     with pytest.raises(ValueError, match="bytes_per_token must be > 0"):
@@ -462,7 +463,7 @@ def test_per_byte_spreads_the_rise_over_the_bytes_of_a_token() -> None:
 
 
 def test_press_ratios_and_table() -> None:
-    press = experiments.press_ratios()
+    press = cited.press_ratios()
     assert press["nonoverlapping"]["alibi"] == pytest.approx((18.73 / 19.73, 18.41 / 19.73))
     assert "rope" not in press["sliding"]
     runs = [_fake_run(s, 0, {p: {128: 10.0, 256: 11.0, 512: 12.0} for p in experiments.PROTOCOLS})
