@@ -10,6 +10,10 @@ claim, coloured by kind. Torch-free, like the rest of :mod:`posenc_book`.
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
@@ -96,6 +100,35 @@ class Ledger:
                          name="claim (links to its section)")
         return pd.DataFrame(rows, index=index, columns=columns)
 
+    def check_table(self, source: str | Path) -> list[str]:
+        """Check the verdict words typed in a Markdown ledger table against the kinds
+        the checking cells entered, row n against the n-th claim.
+
+        Args:
+            source: the Markdown text, or the path of a notebook (``.ipynb``) whose
+                Markdown cells hold the table (the first with a ``Verdict…`` column).
+
+        Returns:
+            The kinds read from the table, in row order (as :func:`table_verdict_kinds`).
+
+        Raises:
+            ValueError: if the table has another number of rows than the ledger has
+                claims, or a row's verdict word is not its claim's kind (each
+                disagreement is named: row, claim, table word, kind entered).
+        """
+        typed = table_verdict_kinds(source)
+        entered = [entry["kind"] for entry in self.entries.values()]
+        if len(typed) != len(entered):
+            raise ValueError(f"the table has {len(typed)} rows, the ledger "
+                             f"{len(entered)} claims")
+        wrong = [f"row {n}, {claim!r}: table says {t!r}, the cell entered {e!r}"
+                 for n, (claim, t, e) in enumerate(zip(self.entries, typed, entered), 1)
+                 if t != e]
+        if wrong:
+            raise ValueError("verdicts typed in the table disagree with the ledger: "
+                             + "; ".join(wrong))
+        return typed
+
     def plot(self) -> Figure:
         """The verdicts at a glance: one row per claim (numbered as its section), a
         column for the scope of the evidence, one for the verdict and one for the
@@ -133,6 +166,46 @@ class Ledger:
             spine.set_visible(False)
         fig.tight_layout()
         return fig
+
+
+def table_verdict_kinds(source: str | Path) -> list[str]:
+    """The verdict kinds typed in a Markdown ledger table, one per row.
+
+    The table is the first whose header has a column starting with "Verdict"; each of its
+    rows must open that column with the kind in bold (``**in part** here, …``).
+
+    Args:
+        source: the Markdown text, or the path of a notebook (``.ipynb``), whose
+            Markdown cells are searched in order.
+
+    Returns:
+        The kinds, in row order, each one of :data:`VERDICT_KINDS`.
+
+    Raises:
+        ValueError: if no such table is found, or a row's verdict does not open with a
+            known kind in bold.
+    """
+    if isinstance(source, Path):
+        cells = json.loads(source.read_text())["cells"]
+        source = "\n".join("".join(c["source"]) for c in cells
+                           if c["cell_type"] == "markdown")
+    column, kinds = None, []
+    for line in source.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if column is None:
+            starts = [i for i, c in enumerate(cells) if c.startswith("Verdict")]
+            column = starts[0] if line.lstrip().startswith("|") and starts else None
+        elif not line.lstrip().startswith("|"):
+            break
+        elif not set(cells[0]) <= set("-: "):
+            found = re.match(r"\*\*(.+?)\*\*", cells[column])
+            if found is None or found.group(1) not in VERDICT_KINDS:
+                raise ValueError(f"row {cells[0]!r}: the verdict {cells[column]!r} does "
+                                 f"not open with a kind of {list(VERDICT_KINDS)} in bold")
+            kinds.append(found.group(1))
+    if column is None or not kinds:
+        raise ValueError("no Markdown table with a 'Verdict' column and rows found")
+    return kinds
 
 
 def _check_kind(kind: str) -> None:

@@ -397,6 +397,8 @@ from posenc_book.checks import decade_bounds
 from posenc_book.stored import stretched_passkey_share
 from posenc_book.tables import value_span
 from posenc_lib.analysis.equivariance import permute_residual_stream
+from posenc_lib.encodings.sinusoidal import FREQUENCY_FORMS, frequency_form_errors  # ch16
+from posenc_lib.training.evaluate import HeldOutPerplexity  # chapters 10, 16
 
 __version__ = "0.1.0"
 
@@ -701,4 +703,7 @@ __all__ = [
     "unseen_distance_share",
     "last_layer_attention",
     "stretched_perplexities",
+    "FREQUENCY_FORMS",
+    "frequency_form_errors",
+    "HeldOutPerplexity",
 ]
