@@ -168,6 +168,33 @@ class Ledger:
         return fig
 
 
+def seeds_note(shares: pd.DataFrame, scheme: str) -> str:
+    """Which seeds a scheme's retrieval evidence pools, and what the others did, as the
+    ledger writes it before the numbers ("seed 0 (seed 1: no key at 1×): ", "seed 0, the
+    only one run: ", "seeds 0 and 1: ").
+
+    Args:
+        shares: :func:`~posenc_book.stored.passkey_run_shares`.
+        scheme: a scheme of ``shares``.
+
+    Raises:
+        KeyError: for a scheme not in ``shares``.
+    """
+    from posenc_book.stored import kept_seeds
+
+    if scheme not in shares.index.get_level_values("scheme"):
+        raise KeyError(f"scheme {scheme!r} is not in the shares")
+    kept = kept_seeds(shares)[scheme]
+    left = [int(d) for d in shares.loc[scheme].index if d not in kept]
+    named = (f"seed {kept[0]}" if len(kept) == 1 else
+             "seeds " + ", ".join(map(str, kept[:-1])) + f" and {kept[-1]}")
+    if left:
+        return f"{named} (seed {left[0]}: no key at 1×): "
+    if len(kept) == 1:
+        return f"{named}, the only one run: "
+    return f"{named}: "
+
+
 def table_verdict_kinds(source: str | Path) -> list[str]:
     """The verdict kinds typed in a Markdown ledger table, one per row.
 

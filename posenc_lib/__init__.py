@@ -399,6 +399,9 @@ from posenc_book.tables import value_span
 from posenc_lib.analysis.equivariance import permute_residual_stream
 from posenc_lib.encodings.sinusoidal import FREQUENCY_FORMS, frequency_form_errors  # ch16
 from posenc_lib.training.evaluate import HeldOutPerplexity  # chapters 10, 16
+from posenc_lib.tasks.sweep import seed_table  # ch16
+from posenc_book.stored import end_of_window_loss, kept_seeds  # ch16
+from posenc_book.ledger import seeds_note, table_verdict_kinds  # ch16
 
 __version__ = "0.1.0"
 
@@ -706,4 +709,9 @@ __all__ = [
     "FREQUENCY_FORMS",
     "frequency_form_errors",
     "HeldOutPerplexity",
+    "seed_table",
+    "end_of_window_loss",
+    "kept_seeds",
+    "seeds_note",
+    "table_verdict_kinds",
 ]
