@@ -402,6 +402,8 @@ from posenc_lib.training.evaluate import HeldOutPerplexity  # chapters 10, 16
 from posenc_lib.tasks.sweep import seed_table  # ch16
 from posenc_book.stored import end_of_window_loss, kept_seeds  # ch16
 from posenc_book.ledger import seeds_note, table_verdict_kinds  # ch16
+from posenc_lib.analysis.learned_table import (  # ch16
+    LEARNED_FILLS, filled_learned_rows, with_learned_rows)
 
 __version__ = "0.1.0"
 
@@ -714,4 +716,7 @@ __all__ = [
     "kept_seeds",
     "seeds_note",
     "table_verdict_kinds",
+    "LEARNED_FILLS",
+    "filled_learned_rows",
+    "with_learned_rows",
 ]
