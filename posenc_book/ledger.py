@@ -168,6 +168,48 @@ class Ledger:
         return fig
 
 
+FLOAT16_MAX = 65_504.0
+"""The largest finite float16: a position or a base above it overflows to inf."""
+
+
+def frequency_form_table(errors: dict, base_is_finite: dict, angle_columns: dict,
+                         *, power_form: str, d_model: int) -> pd.DataFrame:
+    """What each way of computing ω_i costs in each dtype, as bounds of decades.
+
+    Args:
+        errors: ``{(dtype name, base, form): {"ω_i": relative error, span: angle error
+            (rad), …}}``, as :func:`~posenc_lib.encodings.sinusoidal.frequency_form_errors`
+            returns them for each key.
+        base_is_finite: ``{(dtype name, base): whether the dtype holds the base}``.
+        angle_columns: ``{span: column label}``, the angle errors to show.
+        power_form: the name of the form that holds the base in the dtype (where the base
+            overflows, its ω_i are 0 past i = 0).
+        d_model: the width the errors were measured at (named in the index).
+
+    Returns:
+        One row per (``dtype``, ``base``, form), with the relative error of ω_i and one
+        column per span: :func:`~posenc_book.checks.decade_bounds` of the error, "ω_i = 0"
+        where the power form overflowed, "p overflows" where a float16 position does.
+
+    Raises:
+        KeyError: if ``base_is_finite`` lacks a (dtype, base) of ``errors``, or an entry
+            of ``errors`` lacks a span of ``angle_columns``.
+    """
+    from posenc_book.checks import decade_bounds
+
+    shown = {}
+    for (dtype, base, name), e in errors.items():
+        overflowed = not base_is_finite[dtype, base] and name == power_form
+        row = ["1 (ω_i = 0 past i = 0)" if overflowed else decade_bounds(e["ω_i"])]
+        for span in angle_columns:
+            row.append("p overflows" if dtype == "float16" and span > FLOAT16_MAX else
+                       "ω_i = 0" if overflowed else decade_bounds(e[span]))
+        shown[dtype, f"{base:,.0f}", name] = row
+    table = pd.DataFrame(shown, index=["ω_i, relative error", *angle_columns.values()]).T
+    table.index.names = ["dtype", "base", f"ω_i computed as (d_model = {d_model})"]
+    return table
+
+
 def seeds_note(shares: pd.DataFrame, scheme: str) -> str:
     """Which seeds a scheme's retrieval evidence pools, and what the others did, as the
     ledger writes it before the numbers ("seed 0 (seed 1: no key at 1×): ", "seed 0, the

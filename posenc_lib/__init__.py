@@ -401,7 +401,7 @@ from posenc_lib.encodings.sinusoidal import FREQUENCY_FORMS, frequency_form_erro
 from posenc_lib.training.evaluate import HeldOutPerplexity  # chapters 10, 16
 from posenc_lib.tasks.sweep import seed_table  # ch16
 from posenc_book.stored import end_of_window_loss, kept_seeds  # ch16
-from posenc_book.ledger import seeds_note, table_verdict_kinds  # ch16
+from posenc_book.ledger import frequency_form_table, seeds_note, table_verdict_kinds  # ch16
 from posenc_lib.analysis.learned_table import (  # ch16
     LEARNED_FILLS, filled_learned_rows, with_learned_rows)
 
@@ -719,4 +719,5 @@ __all__ = [
     "LEARNED_FILLS",
     "filled_learned_rows",
     "with_learned_rows",
+    "frequency_form_table",
 ]

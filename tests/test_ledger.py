@@ -117,3 +117,23 @@ def test_the_chapter_table_agrees_with_its_recorded_kinds() -> None:
     recorded = re.findall(r'ledger\.record\(\s*"[^"]+",\s*"([^"]+)"', code)
     assert len(recorded) == 18
     assert table_verdict_kinds(path) == recorded
+
+
+def test_the_frequency_form_table_marks_overflows_and_bounds_the_rest() -> None:
+    from posenc_book.ledger import frequency_form_table
+
+    e = {"ω_i": 3e-7, 100: 2e-3, 70_000: 5e-2}
+    errors = {("float32", 500_000.0, "pow"): e, ("float16", 500_000.0, "pow"): e,
+              ("float16", 500_000.0, "exp"): e}
+    finite = {("float32", 500_000.0): True, ("float16", 500_000.0): False}
+    table = frequency_form_table(errors, finite, {100: "p ≤ 100", 70_000: "p ≤ 70 000"},
+                                 power_form="pow", d_model=8)
+    assert list(table.columns) == ["ω_i, relative error", "p ≤ 100", "p ≤ 70 000"]
+    assert table.index.names[2] == "ω_i computed as (d_model = 8)"
+    assert table.loc[("float32", "500,000", "pow")].tolist() == [
+        "> 1e-7, < 1e-6", "> 1e-3, < 0.01", "> 0.01, < 0.1"]
+    assert table.loc[("float16", "500,000", "pow")].tolist() == [
+        "1 (ω_i = 0 past i = 0)", "ω_i = 0", "p overflows"]
+    assert table.loc[("float16", "500,000", "exp")].tolist()[2] == "p overflows"
+    with pytest.raises(KeyError):
+        frequency_form_table(errors, {}, {100: "p ≤ 100"}, power_form="pow", d_model=8)
