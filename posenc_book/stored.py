@@ -382,3 +382,49 @@ def stretched_passkey_share(run: dict, method: str, length: int, *,
                          f"(fine_tuned={fine_tuned}); expected one")
     cells = found[0]["passkey"]
     return sum(c["correct"] for c in cells) / sum(c["trials"] for c in cells)
+
+
+def kept_seeds(shares: "pd.DataFrame") -> dict[str, list[int]]:
+    """The seeds each scheme pools, from :func:`passkey_run_shares`.
+
+    Args:
+        shares: :func:`passkey_run_shares` (indexed by ``scheme``, ``seed``; column
+            ``kept``).
+
+    Returns:
+        ``{scheme: [seed, …]}``, every scheme of ``shares`` in its order, seeds sorted.
+
+    Raises:
+        ValueError: if ``shares`` has no ``kept`` column.
+    """
+    if "kept" not in shares:
+        raise ValueError("shares must be passkey_run_shares(...): no 'kept' column")
+    kept: dict[str, list[int]] = {}
+    for (scheme, seed), keep in shares.kept.items():
+        kept.setdefault(scheme, [])
+        if keep:
+            kept[scheme].append(int(seed))
+    return {scheme: sorted(seeds) for scheme, seeds in kept.items()}
+
+
+def end_of_window_loss(run: dict) -> "pd.Series":
+    """A passkey run's end-of-window loss on other text (``nll_unseen``, nats/byte), the
+    mean over its stored draws at each length L (chapters 12 and 16).
+
+    Args:
+        run: one stored passkey run (:func:`load_passkey_runs`), with ``copy_gain`` rows.
+
+    Returns:
+        A Series indexed by ``L`` (bytes), sorted; draws without a value are left out.
+
+    Raises:
+        ValueError: if the run has no ``copy_gain`` row with a value.
+    """
+    import pandas as pd
+
+    draws = pd.DataFrame([{"L": r["length"], "nll": r["nll_unseen"]}
+                          for r in run.get("copy_gain", [])
+                          if r["nll_unseen"] is not None], columns=["L", "nll"])
+    if draws.empty:
+        raise ValueError("the run has no copy_gain draw with an nll_unseen value")
+    return draws.groupby("L").nll.mean()

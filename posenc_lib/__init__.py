@@ -401,6 +401,13 @@ from posenc_book.checks import decade_bounds
 from posenc_book.stored import stretched_passkey_share
 from posenc_book.tables import value_span
 from posenc_lib.analysis.equivariance import permute_residual_stream
+from posenc_lib.encodings.sinusoidal import FREQUENCY_FORMS, frequency_form_errors  # ch16
+from posenc_lib.training.evaluate import HeldOutPerplexity  # chapters 10, 16
+from posenc_lib.tasks.sweep import seed_table  # ch16
+from posenc_book.stored import end_of_window_loss, kept_seeds  # ch16
+from posenc_book.ledger import frequency_form_table, seeds_note, table_verdict_kinds  # ch16
+from posenc_lib.analysis.learned_table import (  # ch16
+    LEARNED_FILLS, filled_learned_rows, with_learned_rows)
 
 __version__ = "0.1.0"
 
@@ -705,4 +712,16 @@ __all__ = [
     "unseen_distance_share",
     "last_layer_attention",
     "stretched_perplexities",
+    "FREQUENCY_FORMS",
+    "frequency_form_errors",
+    "HeldOutPerplexity",
+    "seed_table",
+    "end_of_window_loss",
+    "kept_seeds",
+    "seeds_note",
+    "table_verdict_kinds",
+    "LEARNED_FILLS",
+    "filled_learned_rows",
+    "with_learned_rows",
+    "frequency_form_table",
 ]

@@ -175,3 +175,30 @@ def test_bad_angle_dtype() -> None:
 def test_bad_sizes_fail_in_words(args, error, message) -> None:
     with pytest.raises(error, match=message):
         sinusoidal_encoding(*args)
+
+
+def test_a_block_of_rows_far_out_is_the_same_block_of_the_full_table() -> None:
+    full = sinusoidal_encoding(1100, 16, dtype=torch.float64)
+    block = sinusoidal_encoding(100, 16, start=1000, dtype=torch.float64)
+    assert block.dtype == torch.float64 and torch.equal(block, full[1000:])
+    assert torch.equal(sinusoidal_encoding(4, 16, start=3), sinusoidal_encoding(7, 16)[3:])
+    with pytest.raises(ValueError, match="start"):
+        sinusoidal_encoding(4, 16, start=-1)
+    with pytest.raises(ValueError, match="dtype"):
+        sinusoidal_encoding(4, 16, dtype=torch.float16)
+
+
+def test_frequency_forms_agree_in_float64_and_the_power_form_overflows_float16() -> None:
+    from posenc_lib import FREQUENCY_FORMS, frequency_form_errors
+
+    for form in FREQUENCY_FORMS:
+        errors = frequency_form_errors(16, 10_000.0, torch.float64, form, spans=(100,))
+        assert set(errors) == {"ω_i", 100}
+        assert errors["ω_i"] < 1e-14 and errors[100] < 1e-11, form
+    power, exp_log, _ = FREQUENCY_FORMS
+    assert frequency_form_errors(16, 500_000.0, torch.float16, power)["ω_i"] == 1.0
+    assert frequency_form_errors(16, 500_000.0, torch.float16, exp_log)["ω_i"] < 1e-2
+    f32 = frequency_form_errors(16, 10_000.0, torch.float32, power, spans=(65_536,))
+    assert 1e-4 < f32[65_536] < 1e-1  # the product p·ω_i rounded in float32
+    with pytest.raises(ValueError, match="form"):
+        frequency_form_errors(16, 10_000.0, torch.float32, "pow")

@@ -494,3 +494,20 @@ def test_relative_gain_and_haviv_numbers() -> None:
     assert list(table.columns) == ["none", "learned", "sinusoidal", "alibi"]
     assert len(table) == len(HAVIV2022_PERPLEXITY) == 8
     assert (table["none"] > table["alibi"]).all()
+
+
+def test_seed_table_holds_one_value_per_scheme_and_seed() -> None:
+    runs = [_fake_run("rope", 0, {"nonoverlapping": {128: 7.0, 256: 14.0}}),
+            _fake_run("rope", 1, {"nonoverlapping": {128: 8.0, 256: 12.0}}),
+            _fake_run("alibi", 0, {"nonoverlapping": {128: 8.0, 256: 7.92},
+                                   "sliding": {128: 8.0, 256: 8.08}})]
+    frame = experiments.results_frame(runs)
+    ratios = experiments.seed_table(frame, 2)
+    assert list(ratios.columns) == [0, 1] and ratios.loc["rope"].tolist() == [2.0, 1.5]
+    assert experiments.seed_table(frame, 1, "perplexity").loc["rope", 1] == 8.0
+    assert experiments.seed_table(frame, 2, protocol="sliding").loc["alibi", 0] == (
+        pytest.approx(1.01))
+    with pytest.raises(ValueError, match="values"):
+        experiments.seed_table(frame, 2, "ppl")
+    with pytest.raises(ValueError, match="multiple=16"):
+        experiments.seed_table(frame, 16)

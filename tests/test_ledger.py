@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -68,3 +70,70 @@ def test_the_figure_has_a_coloured_cell_per_claim_and_column() -> None:
     plt.close(fig)
     with pytest.raises(ValueError, match="empty"):
         Ledger().plot()
+
+
+TABLE = """Some prose.
+
+| # | Claim | Verdict (scope) | Evidence |
+|---|---|---|---|
+| 1 | A formula | **fails**: the sign (any model) | x |
+| 2 | A trained model | **in part** here | y |
+
+After the table.
+"""
+
+
+def test_the_typed_table_is_checked_against_the_kinds_entered(tmp_path) -> None:
+    from posenc_book.ledger import table_verdict_kinds
+
+    assert table_verdict_kinds(TABLE) == ["fails", "in part"]
+    assert two_claims().check_table(TABLE) == ["fails", "in part"]
+    with pytest.raises(ValueError, match=r"row 2, 'A trained model': table says 'fails'"):
+        two_claims().check_table(TABLE.replace("**in part**", "**fails**"))
+    with pytest.raises(ValueError, match="3 rows, the ledger 2"):
+        two_claims().check_table(TABLE.replace("\n\nAfter", "\n| 3 | C | **holds** | z |\n"))
+    with pytest.raises(ValueError, match="in bold"):
+        table_verdict_kinds(TABLE.replace("**in part**", "in part"))
+    with pytest.raises(ValueError, match="no Markdown table"):
+        table_verdict_kinds("no table here")
+    notebook = tmp_path / "ledger.ipynb"
+    notebook.write_text(json.dumps({"cells": [
+        {"cell_type": "code", "source": ["| Verdict |\n"]},
+        {"cell_type": "markdown", "source": TABLE.splitlines(keepends=True)}]}))
+    assert two_claims().check_table(notebook) == ["fails", "in part"]
+
+
+def test_the_chapter_table_agrees_with_its_recorded_kinds() -> None:
+    """The stored chapter: its typed verdict words against the kinds its cells record
+    (read from the ``ledger.record(claim, kind, …)`` calls, in order)."""
+    import re
+    from pathlib import Path
+
+    from posenc_book.ledger import table_verdict_kinds
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "16_claims_ledger.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    recorded = re.findall(r'ledger\.record\(\s*"[^"]+",\s*"([^"]+)"', code)
+    assert len(recorded) == 18
+    assert table_verdict_kinds(path) == recorded
+
+
+def test_the_frequency_form_table_marks_overflows_and_bounds_the_rest() -> None:
+    from posenc_book.ledger import frequency_form_table
+
+    e = {"ω_i": 3e-7, 100: 2e-3, 70_000: 5e-2}
+    errors = {("float32", 500_000.0, "pow"): e, ("float16", 500_000.0, "pow"): e,
+              ("float16", 500_000.0, "exp"): e}
+    finite = {("float32", 500_000.0): True, ("float16", 500_000.0): False}
+    table = frequency_form_table(errors, finite, {100: "p ≤ 100", 70_000: "p ≤ 70 000"},
+                                 power_form="pow", d_model=8)
+    assert list(table.columns) == ["ω_i, relative error", "p ≤ 100", "p ≤ 70 000"]
+    assert table.index.names[2] == "ω_i computed as (d_model = 8)"
+    assert table.loc[("float32", "500,000", "pow")].tolist() == [
+        "> 1e-7, < 1e-6", "> 1e-3, < 0.01", "> 0.01, < 0.1"]
+    assert table.loc[("float16", "500,000", "pow")].tolist() == [
+        "1 (ω_i = 0 past i = 0)", "ω_i = 0", "p overflows"]
+    assert table.loc[("float16", "500,000", "exp")].tolist()[2] == "p overflows"
+    with pytest.raises(KeyError):
+        frequency_form_table(errors, {}, {100: "p ≤ 100"}, power_form="pow", d_model=8)

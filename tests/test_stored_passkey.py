@@ -60,3 +60,31 @@ def test_stretched_passkey_share_pools_the_depths_of_one_row() -> None:
     assert stretched_passkey_share(run, "yarn", 256, fine_tuned=True) == 0.75
     with pytest.raises(ValueError, match="0 rows for method='none'"):
         stretched_passkey_share(run, "none", 256)
+
+
+def test_kept_seeds_and_the_ledger_note_name_the_pooled_seeds(tmp_path) -> None:
+    from posenc_book.ledger import seeds_note
+    from posenc_book.stored import kept_seeds
+
+    runs = {"rope-0": _run("rope", 0, 4), "rope-1": _run("rope", 1, 4),
+            "alibi-0": _run("alibi", 0, 4), "alibi-1": _run("alibi", 1, 0),
+            "none-0": _run("none", 0, 0)}
+    shares = passkey_run_shares(passkey_cells(runs), 8)
+    assert kept_seeds(shares) == {"alibi": [0], "none": [0], "rope": [0, 1]}
+    assert seeds_note(shares, "alibi") == "seed 0 (seed 1: no key at 1×): "
+    assert seeds_note(shares, "none") == "seed 0, the only one run: "
+    assert seeds_note(shares, "rope") == "seeds 0 and 1: "
+    with pytest.raises(KeyError, match="t5"):
+        seeds_note(shares, "t5")
+    with pytest.raises(ValueError, match="kept"):
+        kept_seeds(shares.drop(columns="kept"))
+
+
+def test_end_of_window_loss_pools_the_draws_at_each_length() -> None:
+    from posenc_book.stored import end_of_window_loss
+
+    run = {"copy_gain": [{"length": 16, "nll_unseen": 1.0}, {"length": 16, "nll_unseen": 2.0},
+                         {"length": 8, "nll_unseen": 0.5}, {"length": 32, "nll_unseen": None}]}
+    assert end_of_window_loss(run).to_dict() == {8: 0.5, 16: 1.5}
+    with pytest.raises(ValueError, match="copy_gain"):
+        end_of_window_loss({"copy_gain": []})

@@ -259,3 +259,34 @@ def test_perplexity_with_rows_restores_the_table() -> None:
     with pytest.raises(ValueError, match="no learned"):
         perplexity_with_rows(TransformerLM(ModelConfig(position="rope", d_model=16,
                              num_layers=1, num_heads=2)), table, tokens, 8)
+
+
+def test_a_learned_table_lengthened_three_ways_and_put_in_a_copy_of_its_model() -> None:
+    from posenc_lib import (LEARNED_FILLS, ModelConfig, TransformerLM, filled_learned_rows,
+                            learned_position_table, with_learned_rows)
+
+    trained = torch.arange(4.0)[:, None].repeat(1, 2)  # row p = [p, p], L = 4
+    fills = filled_learned_rows(trained, 7)
+    assert tuple(fills) == LEARNED_FILLS
+    assert fills["last row copied"][:, 0].tolist() == [0, 1, 2, 3, 3, 3, 3]
+    assert fills["table repeated"][:, 0].tolist() == [0, 1, 2, 3, 0, 1, 2]
+    assert fills["rows interpolated"][:, 0].tolist() == [0, 0.5, 1, 1.5, 2, 2.5, 3]
+    with pytest.raises(ValueError, match="num_positions"):
+        filled_learned_rows(trained, 3)
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(position="learned", d_model=8, num_layers=1,
+                                      num_heads=2, max_positions=4))
+    state = torch.random.get_rng_state()
+    rows = filled_learned_rows(learned_position_table(model), 8)["table repeated"]
+    longer = with_learned_rows(model, rows)
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's draws kept
+    assert longer.config.max_positions == 8 and not longer.training
+    assert torch.equal(learned_position_table(longer), rows)
+    tokens = torch.randint(0, 256, (1, 4))
+    with torch.no_grad():
+        assert torch.equal(longer(tokens), model.eval()(tokens))  # same rows 0 … 3
+    with pytest.raises(ValueError, match="rows"):
+        with_learned_rows(model, torch.zeros(8, 3))
+    with pytest.raises(ValueError, match="learned"):
+        with_learned_rows(TransformerLM(ModelConfig(position="none", d_model=8,
+                                                    num_layers=1, num_heads=2)), rows)

@@ -272,3 +272,19 @@ def test_stretched_fine_tune_is_chapter_11s_recipe() -> None:
     assert config.rope_scaling == stretch_scaling("dynamic", 4, 128)  # factor 1
     with pytest.raises(ValueError, match="kappa"):
         stretched_fine_tune(base, "yarn", 1.0)
+
+
+def test_held_out_perplexity_scores_one_span_at_every_length() -> None:
+    from posenc_lib import HeldOutPerplexity
+
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2))
+    tokens = torch.randint(0, 256, (400,), dtype=torch.uint8)
+    perplexity = HeldOutPerplexity(tokens, 257)
+    direct = evaluate_perplexity(model, tokens, 32, max_tokens=257).perplexity
+    assert perplexity(model, 32) == direct
+    sliding = evaluate_perplexity(model, tokens, 32, stride=16, max_tokens=257).perplexity
+    assert perplexity(model, 32, sliding_divisor=2) == sliding
+    assert perplexity.ratio(model, 64, 32) == perplexity(model, 64) / direct
+    with pytest.raises(ValueError, match="sliding_divisor"):
+        perplexity(model, 32, sliding_divisor=0)

@@ -518,3 +518,72 @@ def perplexity_with_rows(model: torch.nn.Module, rows: Tensor, tokens: Tensor,
     finally:
         with torch.no_grad():
             table.copy_(kept)  # the model as trained again
+
+
+LEARNED_FILLS = ("last row copied", "table repeated", "rows interpolated")
+"""Three ways to give a learned table rows past the L_train it was trained with."""
+
+
+def filled_learned_rows(trained: Tensor, num_positions: int) -> dict[str, Tensor]:
+    """A learned table lengthened to ``num_positions`` rows without training, three ways.
+
+    ``"last row copied"``: row p is trained row min(p, L − 1); ``"table repeated"``: row
+    p mod L; ``"rows interpolated"``: the L trained rows stretched linearly over the
+    ``num_positions`` positions (position p sits at p·(L − 1)/(P − 1) of the trained span).
+
+    Args:
+        trained: ``[L, d_model]`` trained rows (any float dtype, any device).
+        num_positions: P ≥ L, rows of the new table.
+
+    Returns:
+        ``{fill: [P, d_model]}`` in the order of :data:`LEARNED_FILLS`, on ``trained``'s
+        device and dtype.
+
+    Raises:
+        ValueError: if ``trained`` is not 2-D with ≥ 2 rows, or ``num_positions`` < L.
+    """
+    if trained.dim() != 2 or trained.shape[0] < 2:
+        raise ValueError(f"trained must be [L, d_model] with L >= 2, got {tuple(trained.shape)}")
+    length = trained.shape[0]
+    if num_positions < length:
+        raise ValueError(f"num_positions must be >= L = {length}, got {num_positions}")
+    p = torch.arange(num_positions, device=trained.device)
+    x = p * (length - 1) / (num_positions - 1)  # P positions over the trained span
+    low, w = x.floor().long(), (x - x.floor())[:, None]
+    high = (low + 1).clamp(max=length - 1)
+    return {"last row copied": trained[p.clamp(max=length - 1)],
+            "table repeated": trained[p % length],
+            "rows interpolated": (1 - w) * trained[low] + w * trained[high]}
+
+
+def with_learned_rows(model: torch.nn.Module, rows: Tensor) -> torch.nn.Module:
+    """A copy of a learned-table model whose position table is ``rows``, every other
+    weight as trained: a model that accepts ``len(rows)`` positions.
+
+    The caller's random state is left as it was (the new model's own initialisation is
+    overwritten). Returns it on the model's device, in eval mode.
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM` with
+            ``position="learned"``.
+        rows: ``[P, d_model]`` the new table.
+
+    Raises:
+        ValueError: if the model has no learned table, or ``rows`` is not
+            ``[P, d_model]``.
+    """
+    import dataclasses
+
+    from posenc_lib.model.transformer import TransformerLM  # the model imports this package
+
+    old = learned_position_table(model)  # raises without a learned table
+    if rows.dim() != 2 or rows.shape[1] != old.shape[1]:
+        raise ValueError(f"rows must be [P, {old.shape[1]}], got {tuple(rows.shape)}")
+    with torch.random.fork_rng(devices=[]):
+        longer = TransformerLM(dataclasses.replace(model.config, max_positions=rows.shape[0]))
+    state = {k: v for k, v in model.state_dict().items() if k != "learned.table.weight"}
+    longer.load_state_dict(state, strict=False)
+    longer = longer.to(next(model.parameters()).device).eval()
+    with torch.no_grad():
+        longer.learned.table.weight.copy_(rows)
+    return longer

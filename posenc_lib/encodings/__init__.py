@@ -23,6 +23,7 @@ from posenc_lib.encodings.rope_scaling import (
     rope_scaled_frequencies,
 )
 from posenc_lib.encodings.sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
+from posenc_lib.encodings.sinusoidal import FREQUENCY_FORMS, frequency_form_errors
 from posenc_lib.encodings.t5_bias import T5RelativePositionBias, t5_relative_position_bucket
 
 __all__ = [
@@ -54,4 +55,6 @@ __all__ = [
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
     "t5_relative_position_bucket",
+    "FREQUENCY_FORMS",
+    "frequency_form_errors",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -68,8 +69,10 @@ def sinusoidal_encoding(
     *,
     layout: SinusoidalLayout = "interleaved",
     angle_dtype: torch.dtype = torch.float64,
+    start: int = 0,
+    dtype: torch.dtype = torch.float32,
 ) -> Tensor:
-    """The fixed sinusoidal position table.
+    """The fixed sinusoidal position table (rows ``start`` … ``start + num_positions − 1``).
 
     ``layout="interleaved"`` is the paper's (Vaswani et al. 2017, §3.5)::
 
@@ -98,15 +101,20 @@ def sinusoidal_encoding(
         layout: ``"interleaved"`` (the paper) or ``"concatenated"`` (tensor2tensor/fairseq).
         angle_dtype: the dtype in which p·ω_i is formed, one of :data:`ANGLE_DTYPES`;
             float64 (the default) is the library's choice.
+        start: the first position (row) of the table; must be ≥ 0. A block of rows far
+            out, without the rows before it.
+        dtype: the dtype of the returned table: float32 (the default, what a model adds)
+            or float64 (the sines and cosines unrounded, to measure an angle's error).
 
     Returns:
-        Tensor ``[num_positions, d_model]``, float32, on the CPU.
+        Tensor ``[num_positions, d_model]``, ``dtype``, on the CPU.
 
     Raises:
         TypeError: if ``num_positions`` or ``d_model`` is not an integer.
         ValueError: if ``d_model`` is odd or too small, ``num_positions`` is negative,
             ``base`` is not positive, ``layout`` is unknown, or ``angle_dtype`` is not one
-            of :data:`ANGLE_DTYPES`.
+            of :data:`ANGLE_DTYPES`, ``start`` is negative, or ``dtype`` is neither
+            float32 nor float64.
 
     Example:
         >>> sinusoidal_encoding(4, 8).shape
@@ -116,8 +124,11 @@ def sinusoidal_encoding(
     require_int(d_model, "d_model", minimum=None)  # sinusoidal_frequencies: even, >= 2
     if angle_dtype not in ANGLE_DTYPES:
         raise ValueError(f"angle_dtype must be one of {ANGLE_DTYPES}, got angle_dtype={angle_dtype}")
+    require_int(start, "start")
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got dtype={dtype}")
     frequencies = sinusoidal_frequencies(d_model, base, layout=layout)  # (d/2,), float64
-    positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    positions = torch.arange(start, start + num_positions, dtype=torch.float64)[:, None]
     angles = positions.to(angle_dtype) * frequencies.to(angle_dtype)  # (P, d/2), in angle_dtype
     angles = angles.double()
     if layout == "interleaved":
@@ -125,4 +136,48 @@ def sinusoidal_encoding(
         table = torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(num_positions, d_model)
     else:
         table = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (P, d): [sin | cos]
-    return table.to(torch.float32)
+    return table.to(dtype)
+
+
+FREQUENCY_FORMS = ("base^(-2i/d)", "exp(-2i ln(base)/d)", "float64 ω_i, rounded once")
+"""Three ways to compute the interleaved ω_i = base^(−2i/d_model) in a low precision: the
+power form (the base held in that dtype), the exp-log form of the Annotated Transformer
+(its exponent formed in that dtype too), and the float64 value rounded once."""
+
+
+def frequency_form_errors(d_model: int, base: float, dtype: torch.dtype, form: str,
+                          spans: tuple[int, ...] = ()) -> dict:
+    """What computing ω_i in ``dtype`` by one of :data:`FREQUENCY_FORMS` costs.
+
+    Args:
+        d_model: model width; even, ≥ 2.
+        base: the wavelength base, > 0.
+        dtype: the dtype ω_i is formed in (and the angles p·ω_i, for ``spans``).
+        form: one of :data:`FREQUENCY_FORMS`.
+        spans: largest positions p to measure the angle error up to.
+
+    Returns:
+        ``{"ω_i": largest relative error of ω_i, span: largest |p·ω_i formed in dtype −
+        p·ω_i in float64| over p = 0 … span, in radians, for each span}`` (floats). A
+        base that ``dtype`` cannot hold becomes inf in the power form, so ω_i = 0 past
+        i = 0 (relative error 1).
+
+    Raises:
+        ValueError: for an unknown ``form``, or as :func:`sinusoidal_frequencies`.
+    """
+    if form not in FREQUENCY_FORMS:
+        raise ValueError(f"form must be one of {FREQUENCY_FORMS}, got form={form!r}")
+    reference = sinusoidal_frequencies(d_model, base)  # [d/2], float64
+    two_i = torch.arange(0, d_model, 2, dtype=dtype)
+    if form == FREQUENCY_FORMS[0]:
+        freq = torch.tensor(base, dtype=dtype) ** (-two_i / d_model)  # base held in dtype
+    elif form == FREQUENCY_FORMS[1]:
+        freq = torch.exp(two_i * (-math.log(base) / d_model))
+    else:
+        freq = reference.to(dtype)
+    errors = {"ω_i": float(((freq.double() - reference) / reference).abs().max())}
+    for span in spans:
+        p = torch.arange(span + 1, dtype=torch.float64)
+        formed = (p.to(dtype)[:, None] * freq).double()
+        errors[span] = float((formed - p[:, None] * reference).abs().max())
+    return errors

@@ -697,3 +697,30 @@ def press_table(results: Iterable[dict], label: str) -> pd.DataFrame:
     table = pd.DataFrame(rows).T
     table.index.names = ["protocol", "PPL(L) / PPL(L_train)"]
     return table
+
+
+def seed_table(frame: pd.DataFrame, multiple: float, values: str = "ratio",
+               protocol: str = "nonoverlapping") -> pd.DataFrame:
+    """One value per scheme and seed at one evaluation length, from :func:`results_frame`.
+
+    Args:
+        frame: :func:`results_frame` of some runs.
+        multiple: L / L_train of the evaluation (1 for L_train, 16 for 16 L_train).
+        values: the column to show: ``"ratio"``, ``"perplexity"`` or ``"bits_per_byte"``.
+        protocol: ``"nonoverlapping"`` or ``"sliding"``.
+
+    Returns:
+        A DataFrame indexed by ``scheme``, one column per ``seed`` (sorted).
+
+    Raises:
+        ValueError: for an unknown ``values`` column, or no row at ``multiple`` under
+            ``protocol``.
+    """
+    if values not in ("ratio", "perplexity", "bits_per_byte"):
+        raise ValueError(f"values must be 'ratio', 'perplexity' or 'bits_per_byte', "
+                         f"got values={values!r}")
+    rows = frame[(frame["protocol"] == protocol) & (frame["multiple"] == multiple)]
+    if rows.empty:
+        raise ValueError(f"no evaluation at multiple={multiple} under "
+                         f"protocol={protocol!r}")
+    return rows.pivot_table(index="scheme", columns="seed", values=values)

@@ -112,6 +112,46 @@ def evaluate_perplexity(
     return EvalResult(eval_length, stride, mean, math.exp(mean), mean / math.log(2), total_scored)
 
 
+@dataclass(frozen=True)
+class HeldOutPerplexity:
+    """Perplexity of a model on one fixed span of held-out text, at any window length.
+
+    The helper chapters write as ``perplexity(model, length)``: every length scores the
+    same first ``max_tokens`` tokens of ``tokens`` with :func:`evaluate_perplexity`, so
+    the ratio of two lengths compares the same bytes.
+
+    Attributes:
+        tokens: ``[N]`` integer token stream (a corpus's test split).
+        max_tokens: score only the first ``max_tokens`` tokens (None: all).
+
+    Example:
+        >>> perplexity = HeldOutPerplexity(corpus.test, 4097)  # doctest: +SKIP
+        >>> perplexity(model, 128), perplexity.ratio(model, 2048, 128)  # doctest: +SKIP
+    """
+
+    tokens: Tensor
+    max_tokens: int | None = None
+
+    def __call__(self, model: nn.Module, length: int, *, sliding_divisor: int | None = None,
+                 **options) -> float:
+        """Perplexity with windows of ``length`` tokens: non-overlapping, or sliding with
+        stride ``length // sliding_divisor``; ``options`` go to :func:`evaluate_perplexity`.
+
+        Raises:
+            ValueError: if ``sliding_divisor`` is < 1, or as :func:`evaluate_perplexity`.
+        """
+        if sliding_divisor is not None and sliding_divisor < 1:
+            raise ValueError(f"sliding_divisor must be >= 1, got sliding_divisor={sliding_divisor}")
+        stride = length // sliding_divisor if sliding_divisor else None
+        return evaluate_perplexity(model, self.tokens, length, stride=stride,
+                                   max_tokens=self.max_tokens, **options).perplexity
+
+    def ratio(self, model: nn.Module, long: int, short: int, **options) -> float:
+        """PPL(long) / PPL(short), the same model under the same protocol (``options``
+        as for calling the object)."""
+        return self(model, long, **options) / self(model, short, **options)
+
+
 @torch.no_grad()
 def per_position_nll(
     model: nn.Module,
