@@ -25,7 +25,7 @@ from posenc_book.tables import Link
 VERDICT_KINDS: dict[str, str] = {
     "holds": "#009e73",
     "in part": "#56b4e9",
-    "depends": "#e69f00",
+    "depends": "#cc79a7",
     "fails": "#d55e00",
     "no verdict": "#dddddd",
 }
