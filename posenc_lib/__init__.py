@@ -105,6 +105,9 @@ from posenc_lib.encodings.rope_scaling import (
     normalize_rope_parameters,
     STRETCH_METHODS,
     stretch_scaling,
+    last_unseen_distances,  # chapter 11's RoPE rules
+    pair_stretch,
+    unseen_distance_share,
 )
 from posenc_lib.encodings.logit_scaling import (
     normalize_logit_scaling,
@@ -381,11 +384,8 @@ from posenc_lib.tasks.sweep import HAVIV2022_PERPLEXITY, haviv_perplexities, rel
 from posenc_lib.pretrained.long_context import (  # chapter 11's SmolLM2 runs
     block_perplexity,
     float32_angle_rounding,
-    last_unseen_distances,
-    pair_stretch,
     read_long_context_runs,
     transformers_dynamic_stretch,
-    unseen_distance_share,
 )
 from posenc_book.plotting import plot_long_context_runs
 from posenc_lib.analysis.context_extension import (  # chapter 11

@@ -473,3 +473,17 @@ def test_critical_pair_index_is_the_first_pair_without_a_full_turn() -> None:
     assert critical_pair_index(rope_inverse_frequencies(64, 1e5), 8192) == 20  # SmolLM2
     with pytest.raises(ValueError, match="no critical"):
         critical_pair_index(rope_inverse_frequencies(4, 10.0), 10_000)
+
+
+def test_pair_stretch_and_unseen_distances() -> None:
+    """θ_i/θ'_i per pair; the share of keys past L_train; the last unseen distance."""
+    from posenc_lib import last_unseen_distances, pair_stretch, unseen_distance_share
+
+    stretch = pair_stretch(method_scaling("linear", 2.0, 8192), 64, 1e5, 16_384)
+    assert stretch.shape == (32,) and torch.allclose(stretch, torch.full((32,), 2.0))
+    assert torch.allclose(pair_stretch(None, 64, 1e5, 16_384), torch.ones(32))
+    assert unseen_distance_share(10, 8) == 3 / 11 and unseen_distance_share(5, 8) == 0
+    with pytest.raises(ValueError, match="position=-1"):
+        unseen_distance_share(-1, 8)
+    last = last_unseen_distances(rope_inverse_frequencies(64, 1e5), 8192, 16_383)
+    assert min(last) == 20 and last[20] == 8378 and last[31] == 16_383

@@ -310,29 +310,9 @@ def block_perplexity(result: dict) -> torch.Tensor:
     return torch.tensor([b["perplexity"] for b in result["blocks"]])
 
 
-def pair_stretch(rope_scaling: dict | None, head_dim: int, base: float, seq_len: int
-                 ) -> torch.Tensor:
-    """How much a scaling stretches each pair's wavelength at length ``seq_len``.
-
-    Args:
-        rope_scaling: a Hugging Face dictionary (:func:`method_scaling`), or None.
-        head_dim: the head width d (even).
-        base: the RoPE base.
-        seq_len: the length of the pass (dynamic NTK takes its stretch from it).
-
-    Returns:
-        float32 ``[d/2]``: θ_i / θ'_i (1: pair kept; κ: stretched by κ).
-    """
-    from posenc_lib.encodings.rope import rope_inverse_frequencies
-    from posenc_lib.encodings.rope_scaling import rope_scaled_frequencies
-
-    scaled, _ = rope_scaled_frequencies(head_dim, base, rope_scaling, seq_len=seq_len)
-    return rope_inverse_frequencies(head_dim, base) / scaled
-
-
 def transformers_dynamic_stretch(factor: float, seq_len: int, head_dim: int, base: float,
                                  context_length: int) -> torch.Tensor:
-    """:func:`pair_stretch` of dynamic NTK, from transformers' own
+    """:func:`~posenc_lib.encodings.rope_scaling.pair_stretch` of dynamic NTK, from transformers' own
     ``ROPE_INIT_FUNCTIONS["dynamic"]`` (needs transformers), to check the library's rule.
 
     Args:
@@ -355,47 +335,6 @@ def transformers_dynamic_stretch(factor: float, seq_len: int, head_dim: int, bas
         rope_parameters={"rope_type": "dynamic", "factor": factor, "rope_theta": base})
     theta, _ = ROPE_INIT_FUNCTIONS["dynamic"](config, None, seq_len=seq_len)
     return rope_inverse_frequencies(head_dim, base) / theta.double()
-
-
-def unseen_distance_share(position: int, context_length: int) -> float:
-    """Share of a query's keys s ≤ t at distances t − s ≥ L_train (never seen in training).
-
-    Args:
-        position: the query's position t ≥ 0.
-        context_length: L_train, the trained context.
-
-    Raises:
-        ValueError: for a negative position or a context length below 1.
-    """
-    if position < 0 or context_length < 1:
-        raise ValueError(f"need position >= 0 and context_length >= 1, got "
-                         f"position={position}, context_length={context_length}")
-    return max(0, position - context_length + 1) / (position + 1)
-
-
-def last_unseen_distances(inverse_frequencies: torch.Tensor, context_length: int,
-                          longest: int) -> dict[int, int]:
-    """For each pair that never turned fully in training, the last unseen distance.
-
-    A pair i from the critical pair on saw the angles r θ_i for r < L_train only, an arc
-    short of a turn; a distance r ≥ L_train gives an angle outside it while r < λ_i
-    (past λ_i it comes round to the arc). Cut at ``longest``, the longest distance
-    scored.
-
-    Args:
-        inverse_frequencies: θ_i, ``[d/2]``.
-        context_length: L_train.
-        longest: the longest distance in the text (its length − 1).
-
-    Returns:
-        ``{i: min(⌈λ_i⌉ − 1, longest)}`` for every pair i from the critical pair on.
-    """
-    from posenc_lib.encodings.rope_scaling import critical_pair_index
-
-    theta = inverse_frequencies.double()
-    first = critical_pair_index(theta, context_length)
-    return {i: min(math.ceil(2 * math.pi / theta[i].item()) - 1, longest)
-            for i in range(first, len(theta))}
 
 
 def float32_angle_rounding(first: int, count: int, inverse_frequencies: torch.Tensor
