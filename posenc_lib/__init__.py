@@ -400,6 +400,20 @@ from posenc_lib.analysis.equivariance import permute_residual_stream
 
 __version__ = "0.1.0"
 
+from posenc_book.plotting import plot_extension_panels, plot_frequency_ratios  # ch. 11
+from posenc_lib.records import package_versions
+from posenc_lib.pretrained.long_context import run_provenance_table
+from posenc_lib.analysis.context_extension import (  # chapter 11's checks
+    check_stretched_wavelengths,
+    check_untuned_extension,
+)
+from posenc_lib.encodings.rope_scaling import (  # chapter 11
+    ntk_full_turn_stretch,
+    ntk_turn_margin,
+    YARN_PARTS,
+    yarn_part_scaling,
+)
+
 __all__ = [
     "ALIBI_IMPLEMENTATIONS",
     "AttentionVariant",
@@ -701,4 +715,14 @@ __all__ = [
     "unseen_distance_share",
     "last_layer_attention",
     "stretched_perplexities",
+    "check_stretched_wavelengths",
+    "check_untuned_extension",
+    "package_versions",
+    "run_provenance_table",
+    "ntk_full_turn_stretch",
+    "ntk_turn_margin",
+    "plot_extension_panels",
+    "plot_frequency_ratios",
+    "YARN_PARTS",
+    "yarn_part_scaling",
 ]

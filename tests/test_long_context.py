@@ -175,3 +175,22 @@ def test_unseen_distances_and_rounding() -> None:
     assert min(last) == 20 and last[20] == 8378 and last[31] == 16_383
     error, half_ulp, octave = lc.float32_angle_rounding(20_000, 256, theta)
     assert 0 < error <= half_ulp == 2.0 ** (octave - 24)
+
+
+def test_run_provenance_table() -> None:
+    """One row per (text, run) in the labels' order, commit and minute cut, seconds rounded."""
+    from posenc_lib import run_provenance_table
+
+    def result(seconds: float) -> dict:
+        return {"provenance": {"git_commit": "abcdef123456",
+                               "finished_utc": "2026-12-01T10:20:30Z"},
+                "timing": {"forward_wall_s": seconds}}
+
+    runs = {"A": {("none", 1.0): result(10.4), ("yarn", 2.0): result(99.6)}}
+    table = run_provenance_table(runs, {("yarn", 2.0): "YaRN", ("none", 1.0): "none"})
+    assert table.index.tolist() == [("A", "YaRN"), ("A", "none")]
+    assert table["forward pass (s)"].tolist() == [100, 10]
+    assert table["git commit"].iloc[0] == "abcdef1"
+    assert table["finished (UTC)"].iloc[0] == "2026-12-01T10:20"
+    with pytest.raises(ValueError, match="need runs"):
+        run_provenance_table({}, {})

@@ -782,3 +782,95 @@ def last_unseen_distances(inverse_frequencies: torch.Tensor, context_length: int
     first = critical_pair_index(theta, context_length)
     return {i: min(math.ceil(2 * math.pi / theta[i].item()) - 1, longest)
             for i in range(first, len(theta))}
+
+
+def ntk_turn_margin(kappa: float, wavelength: float, pair: int, head_dim: int,
+                    context_length: int) -> float:
+    """How far NTK-aware scaling at κ keeps pair i from a full turn within κ·L_train.
+
+    NTK-aware scaling stretches pair i's wavelength to λ'_i = λ_i·κ^(2i/(d−2)) (the
+    fastest pair kept, the slowest stretched by κ; :func:`dynamic_ntk_base`). The pair
+    completes a full turn within a window of κ·L_train positions when λ'_i ≤ κ·L_train − 1.
+
+    Args:
+        kappa: the stretch κ ≥ 1.
+        wavelength: λ_i, the unscaled wavelength in positions.
+        pair: i, from 0 (fastest) to d/2 − 1.
+        head_dim: d (even).
+        context_length: L_train (positions).
+
+    Returns:
+        λ'_i − (κ·L_train − 1) in positions: > 0 while the pair completes no full turn.
+
+    Raises:
+        ValueError: for κ < 1 or a pair outside 0 … d/2 − 1 (named in the message).
+    """
+    if kappa < 1:
+        raise ValueError(f"kappa must be >= 1, got kappa={kappa}")
+    if not 0 <= pair < head_dim // 2:
+        raise ValueError(f"pair must lie in 0 … {head_dim // 2 - 1}, got pair={pair}")
+    return wavelength * kappa ** (2 * pair / (head_dim - 2)) - (kappa * context_length - 1)
+
+
+def ntk_full_turn_stretch(wavelength: float, pair: int, head_dim: int,
+                          context_length: int, low: float, high: float) -> float:
+    """The stretch κ from which NTK-aware scaling's pair i turns fully within κ·L_train.
+
+    Bisection (60 halvings) of :func:`ntk_turn_margin` between ``low`` and ``high``.
+
+    Args:
+        wavelength, pair, head_dim, context_length: as in :func:`ntk_turn_margin`.
+        low, high: stretches on either side of the change: no full turn at ``low``
+            (margin > 0), a full turn at ``high`` (margin ≤ 0).
+
+    Returns:
+        κ_c, the middle of the last bracket (within 2^−60·(high − low) of the change).
+
+    Raises:
+        ValueError: if the margin does not change sign between ``low`` and ``high``.
+    """
+    def margin(kappa: float) -> float:
+        return ntk_turn_margin(kappa, wavelength, pair, head_dim, context_length)
+
+    if not margin(low) > 0 >= margin(high):
+        raise ValueError(f"need no full turn at low and one at high, got low={low}, "
+                         f"high={high} (margins {margin(low):g}, {margin(high):g})")
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if margin(middle) > 0 else (low, middle)
+    return (low + high) / 2
+
+
+YARN_PARTS = ("ramp", "temperature", "paper ramp")
+"""The parts of YaRN that :func:`yarn_part_scaling` sets apart."""
+
+
+def yarn_part_scaling(part: str, kappa: float, original_length: int) -> dict:
+    """A ``rope_scaling`` dictionary with one part of YaRN at stretch κ (chapter 11).
+
+    ``"ramp"``: YaRN's frequencies (the code's ramp, linear in the pair index) without
+    its q/k factor (``attention_factor`` 1). ``"temperature"``: the q/k factor
+    0.1·ln κ + 1 with the frequencies unchanged (factor 1). ``"paper ramp"``: Peng et
+    al.'s ramp, linear in the turn count r_i = L_train/λ_i between 1 and 32 turns, as
+    Llama 3's band rule with ``low_freq_factor`` 1 and ``high_freq_factor`` 32, no q/k
+    factor.
+
+    Args:
+        part: one of :data:`YARN_PARTS`.
+        kappa: the stretch κ ≥ 1.
+        original_length: L_train (positions).
+
+    Raises:
+        ValueError: for an unknown part or κ < 1 (named in the message).
+    """
+    if part not in YARN_PARTS:
+        raise ValueError(f"part must be one of {YARN_PARTS}, got part={part!r}")
+    if not kappa >= 1:
+        raise ValueError(f"kappa must be >= 1, got kappa={kappa}")
+    if part == "ramp":
+        return {**method_scaling("yarn", kappa, original_length), "attention_factor": 1.0}
+    if part == "temperature":
+        return {**method_scaling("yarn", 1.0, original_length),
+                "attention_factor": 0.1 * math.log(kappa) + 1}
+    return {**method_scaling("llama3", kappa, original_length),
+            "low_freq_factor": 1.0, "high_freq_factor": 32.0}

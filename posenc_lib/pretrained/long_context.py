@@ -35,7 +35,7 @@ import datetime
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -358,3 +358,32 @@ def float32_angle_rounding(first: int, count: int, inverse_frequencies: torch.Te
     largest = float32[:, 1:].max()
     half_ulp = (torch.nextafter(largest, torch.tensor(math.inf)) - largest).item() / 2
     return error, half_ulp, math.floor(math.log2(largest))
+
+
+def run_provenance_table(runs: Mapping[str, Mapping], labels: Mapping) -> pd.DataFrame:
+    """Where and when each stored run was made, one row per (text, run).
+
+    Args:
+        runs: text title → {key → stored result} (:func:`read_long_context_runs`); a
+            result has ``provenance`` (``git_commit``, ``finished_utc``) and ``timing``
+            (``forward_wall_s``).
+        labels: key → the run's name in the table; the rows follow its order.
+
+    Returns:
+        Columns "git commit" (7 characters), "finished (UTC)" (to the minute) and
+        "forward pass (s)" (rounded to whole seconds), index ``(text, run)``.
+
+    Raises:
+        ValueError: if ``runs`` or ``labels`` is empty.
+        KeyError: for a key of ``labels`` that a text lacks.
+    """
+    if not runs or not labels:
+        raise ValueError(f"need runs and labels, got {len(runs)} texts, "
+                         f"{len(labels)} labels")
+    found = [(title, key, by_key[key]) for title, by_key in runs.items() for key in labels]
+    return pd.DataFrame({
+        "git commit": [r["provenance"]["git_commit"][:7] for *_, r in found],
+        "finished (UTC)": [r["provenance"]["finished_utc"][:16] for *_, r in found],
+        "forward pass (s)": [round(r["timing"]["forward_wall_s"]) for *_, r in found],
+    }, index=pd.MultiIndex.from_tuples([(t, labels[k]) for t, k, _ in found],
+                                       names=["text", "run"]))
