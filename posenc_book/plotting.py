@@ -1343,3 +1343,75 @@ def plot_long_context_runs(runs: Mapping[str, Mapping], labels: Mapping, styles:
     fig.tight_layout()
     legend_below(fig, axes[-1])
     return fig
+
+
+def plot_frequency_ratios(ratios: Mapping[str, Sequence[float]], colors: Mapping[str, str],
+                          critical_pair: int, *, ylabel: str) -> Figure:
+    """θ'_i/θ_i of each context-extension method against the pair index i (log₂ y axis).
+
+    Args:
+        ratios: legend label → θ'_i/θ_i for pairs 0 … d/2 − 1 (at most four methods:
+            markers o, s, D, ^ in that order).
+        colors: legend label → colour.
+        critical_pair: i_c, marked by a dashed line before it.
+        ylabel: the y axis' label (say which κ).
+
+    Returns:
+        The figure, legend under it; ticks at 1, 1/2 and 1/4.
+
+    Raises:
+        ValueError: if ``ratios`` is empty or holds more than four methods.
+    """
+    if not 0 < len(ratios) <= 4:
+        raise ValueError(f"ratios must hold 1 to 4 methods, got {len(ratios)}")
+    pairs = len(next(iter(ratios.values())))
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for (label, values), marker in zip(ratios.items(), "osD^"):
+        ax.plot(range(pairs), values, marker=marker, color=colors[label], label=label)
+    ax.axvline(critical_pair - 0.5, color="black", linestyle="--", linewidth=1)
+    ax.text(critical_pair - 0.4, 0.9, "first pair without\na full turn ($i_c$)")
+    ax.set_yscale("log", base=2)
+    ax.set_yticks([1, 1 / 2, 1 / 4], ["1", "1/2", "1/4"])
+    ax.set_xticks(range(pairs))
+    ax.set_xlabel("frequency pair i (0 = fastest)")
+    ax.set_ylabel(ylabel)
+    fig.tight_layout()
+    legend_below(fig)
+    return fig
+
+
+def plot_extension_panels(panels: Mapping[str, Mapping[str, Mapping[int, float]]],
+                          train_length: int, styles: Mapping[str, Mapping], *,
+                          yticks: Sequence[float]) -> Figure:
+    """Perplexity against length on a log y axis, side by side, one panel per title.
+
+    Args:
+        panels: panel title → lines as :func:`plot_perplexity_vs_length` takes them
+            (line name → {length L → perplexity}); the legend goes under the last panel.
+        train_length: L_train, marked in every panel.
+        styles: legend label → Line2D properties set on that panel line (colour,
+            marker, linestyle); lines not named keep their scheme style.
+        yticks: the y ticks, written as plain numbers (axes share y).
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: if ``panels`` is empty.
+    """
+    if not panels:
+        raise ValueError("panels must hold at least one panel, got none")
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5, 3.9), sharey=True,
+                             squeeze=False)
+    axes = axes[0]
+    for ax, (title, lines) in zip(axes, panels.items()):
+        plot_perplexity_vs_length(lines, train_length=train_length, ax=ax, yscale="log",
+                                  title=title, legend=ax is axes[-1])
+        for line in ax.get_lines():
+            line.set(**styles.get(line.get_label(), {}))
+    for ax in axes[1:]:
+        ax.set_ylabel("")
+    plain_log_ticks(axes[0], "y", yticks)
+    fig.tight_layout()
+    legend_below(fig, axes[-1])
+    return fig

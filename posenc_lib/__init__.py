@@ -105,6 +105,9 @@ from posenc_lib.encodings.rope_scaling import (
     normalize_rope_parameters,
     STRETCH_METHODS,
     stretch_scaling,
+    last_unseen_distances,  # chapter 11's RoPE rules
+    pair_stretch,
+    unseen_distance_share,
 )
 from posenc_lib.encodings.logit_scaling import (
     normalize_logit_scaling,
@@ -385,11 +388,8 @@ from posenc_lib.tasks.sweep import relative_gain
 from posenc_lib.pretrained.long_context import (  # chapter 11's SmolLM2 runs
     block_perplexity,
     float32_angle_rounding,
-    last_unseen_distances,
-    pair_stretch,
     read_long_context_runs,
     transformers_dynamic_stretch,
-    unseen_distance_share,
 )
 from posenc_book.plotting import plot_long_context_runs
 from posenc_lib.analysis.context_extension import (  # chapter 11
@@ -410,6 +410,20 @@ from posenc_lib.analysis.learned_table import (  # ch16
     LEARNED_FILLS, filled_learned_rows, with_learned_rows)
 
 __version__ = "0.1.0"
+
+from posenc_book.plotting import plot_extension_panels, plot_frequency_ratios  # ch. 11
+from posenc_lib.records import package_versions
+from posenc_lib.pretrained.long_context import run_provenance_table
+from posenc_lib.analysis.context_extension import (  # chapter 11's checks
+    check_stretched_wavelengths,
+    check_untuned_extension,
+)
+from posenc_lib.encodings.rope_scaling import (  # chapter 11
+    ntk_full_turn_stretch,
+    ntk_turn_margin,
+    YARN_PARTS,
+    yarn_part_scaling,
+)
 
 __all__ = [
     "ALIBI_IMPLEMENTATIONS",
@@ -724,4 +738,14 @@ __all__ = [
     "filled_learned_rows",
     "with_learned_rows",
     "frequency_form_table",
+    "check_stretched_wavelengths",
+    "check_untuned_extension",
+    "package_versions",
+    "run_provenance_table",
+    "ntk_full_turn_stretch",
+    "ntk_turn_margin",
+    "plot_extension_panels",
+    "plot_frequency_ratios",
+    "YARN_PARTS",
+    "yarn_part_scaling",
 ]

@@ -177,3 +177,25 @@ def peak_memory(device: torch.device) -> dict:
     scale = 1 if sys.platform == "darwin" else 1024
     return {"peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
             "peak_memory_kind": "process peak RSS so far"}
+
+
+def package_versions(names: Iterable[str]) -> str:
+    """Import each package and name its installed version: ``"transformers 4.57.1, …"``.
+
+    Args:
+        names: distribution names that are also module names (``"transformers"``).
+
+    Returns:
+        ``"name version"`` for each, joined by ", ", in the order given.
+
+    Raises:
+        ValueError: if ``names`` is empty.
+        ImportError: for a package that is missing or does not import.
+    """
+    import importlib
+    from importlib.metadata import version
+
+    names = list(names)
+    if not names:
+        raise ValueError("names must name at least one package, got none")
+    return ", ".join(f"{importlib.import_module(n).__name__} {version(n)}" for n in names)

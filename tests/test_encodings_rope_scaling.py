@@ -473,3 +473,57 @@ def test_critical_pair_index_is_the_first_pair_without_a_full_turn() -> None:
     assert critical_pair_index(rope_inverse_frequencies(64, 1e5), 8192) == 20  # SmolLM2
     with pytest.raises(ValueError, match="no critical"):
         critical_pair_index(rope_inverse_frequencies(4, 10.0), 10_000)
+
+
+def test_pair_stretch_and_unseen_distances() -> None:
+    """θ_i/θ'_i per pair; the share of keys past L_train; the last unseen distance."""
+    from posenc_lib import last_unseen_distances, pair_stretch, unseen_distance_share
+
+    stretch = pair_stretch(method_scaling("linear", 2.0, 8192), 64, 1e5, 16_384)
+    assert stretch.shape == (32,) and torch.allclose(stretch, torch.full((32,), 2.0))
+    assert torch.allclose(pair_stretch(None, 64, 1e5, 16_384), torch.ones(32))
+    assert unseen_distance_share(10, 8) == 3 / 11 and unseen_distance_share(5, 8) == 0
+    with pytest.raises(ValueError, match="position=-1"):
+        unseen_distance_share(-1, 8)
+    last = last_unseen_distances(rope_inverse_frequencies(64, 1e5), 8192, 16_383)
+    assert min(last) == 20 and last[20] == 8378 and last[31] == 16_383
+
+
+def test_ntk_turn_margin_and_full_turn_stretch() -> None:
+    """NTK's pair i_c of the book's ci model turns fully within κ L_train from κ ≈ 2.2."""
+    from posenc_lib import ntk_full_turn_stretch, ntk_turn_margin
+
+    wavelength = 2 * math.pi / rope_inverse_frequencies(16, 10_000.0).double()[3].item()
+    def margin(kappa: float) -> float:
+        return ntk_turn_margin(kappa, wavelength, 3, 16, 128)
+
+    assert margin(1.0) == wavelength - 127 > 0 > margin(3.0)
+    assert ntk_turn_margin(5.0, 100.0, 7, 16, 128) == 100.0 * 5.0 - (5 * 128 - 1)
+    kappa_c = ntk_full_turn_stretch(wavelength, 3, 16, 128, 2.0, 3.0)
+    assert 2 < kappa_c < 3 and abs(margin(kappa_c)) < 1e-9
+    with pytest.raises(ValueError, match="kappa=0.5"):
+        ntk_turn_margin(0.5, wavelength, 3, 16, 128)
+    with pytest.raises(ValueError, match="pair=8"):
+        ntk_turn_margin(2.0, wavelength, 8, 16, 128)
+    with pytest.raises(ValueError, match="low=3.0"):
+        ntk_full_turn_stretch(wavelength, 3, 16, 128, 3.0, 4.0)
+
+
+def test_yarn_part_scaling() -> None:
+    """The ramp without temperature, the temperature alone, the paper's ramp."""
+    from posenc_lib import yarn_part_scaling
+
+    ramp = yarn_part_scaling("ramp", 4.0, 128)
+    assert ramp == {**method_scaling("yarn", 4.0, 128), "attention_factor": 1.0}
+    _, factor = rope_scaled_frequencies(32, 10_000.0, ramp, seq_len=512)
+    assert factor == 1.0
+    heat = yarn_part_scaling("temperature", 4.0, 128)
+    theta, factor = rope_scaled_frequencies(32, 10_000.0, heat, seq_len=512)
+    assert math.isclose(factor, 0.1 * math.log(4) + 1)
+    assert torch.allclose(theta, rope_inverse_frequencies(32, 10_000.0))
+    paper = yarn_part_scaling("paper ramp", 4.0, 128)
+    assert paper["rope_type"] == "llama3" and paper["high_freq_factor"] == 32.0
+    with pytest.raises(ValueError, match="part='both'"):
+        yarn_part_scaling("both", 4.0, 128)
+    with pytest.raises(ValueError, match="kappa=0.5"):
+        yarn_part_scaling("ramp", 0.5, 128)

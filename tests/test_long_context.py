@@ -12,6 +12,11 @@ import pytest
 import torch
 
 import posenc_lib.pretrained.long_context as lc
+from posenc_lib.encodings.rope_scaling import (
+    last_unseen_distances,
+    pair_stretch,
+    unseen_distance_share,
+)
 from posenc_lib.pretrained.long_context import METHODS, LongContextRun, plan
 from tools.runs import long_context as long_context_tool  # the command line
 
@@ -149,24 +154,43 @@ def test_pair_stretch_and_transformers() -> None:
     """Dynamic NTK stretches the slowest pair by transformers' κ and keeps pair 0."""
     from posenc_lib.encodings.rope_scaling import dynamic_stretch, method_scaling
 
-    stretch = lc.pair_stretch(method_scaling("dynamic", 2.0, 8192), 64, 1e5, 16_384)
+    stretch = pair_stretch(method_scaling("dynamic", 2.0, 8192), 64, 1e5, 16_384)
     assert stretch.shape == (32,) and abs(stretch[0].item() - 1) < 1e-6
     assert abs(stretch[-1].item() / dynamic_stretch(2.0, 16_384, 8192) - 1) < 1e-5
     theirs = lc.transformers_dynamic_stretch(2.0, 16_384, 64, 1e5, 8192)
     assert torch.allclose(theirs, stretch.double(), rtol=1e-5)
-    assert torch.allclose(lc.pair_stretch(None, 64, 1e5, 16_384), torch.ones(32))
+    assert torch.allclose(pair_stretch(None, 64, 1e5, 16_384), torch.ones(32))
 
 
 def test_unseen_distances_and_rounding() -> None:
     """The share of keys past L_train, the last unseen distance, float32 angle rounding."""
     from posenc_lib.encodings.rope import rope_inverse_frequencies
 
-    assert lc.unseen_distance_share(10, 8) == 3 / 11
-    assert lc.unseen_distance_share(5, 8) == 0
+    assert unseen_distance_share(10, 8) == 3 / 11
+    assert unseen_distance_share(5, 8) == 0
     with pytest.raises(ValueError, match="position=-1"):
-        lc.unseen_distance_share(-1, 8)
+        unseen_distance_share(-1, 8)
     theta = rope_inverse_frequencies(64, 100_000.0)
-    last = lc.last_unseen_distances(theta, 8192, 16_383)
+    last = last_unseen_distances(theta, 8192, 16_383)
     assert min(last) == 20 and last[20] == 8378 and last[31] == 16_383
     error, half_ulp, octave = lc.float32_angle_rounding(20_000, 256, theta)
     assert 0 < error <= half_ulp == 2.0 ** (octave - 24)
+
+
+def test_run_provenance_table() -> None:
+    """One row per (text, run) in the labels' order, commit and minute cut, seconds rounded."""
+    from posenc_lib import run_provenance_table
+
+    def result(seconds: float) -> dict:
+        return {"provenance": {"git_commit": "abcdef123456",
+                               "finished_utc": "2026-12-01T10:20:30Z"},
+                "timing": {"forward_wall_s": seconds}}
+
+    runs = {"A": {("none", 1.0): result(10.4), ("yarn", 2.0): result(99.6)}}
+    table = run_provenance_table(runs, {("yarn", 2.0): "YaRN", ("none", 1.0): "none"})
+    assert table.index.tolist() == [("A", "YaRN"), ("A", "none")]
+    assert table["forward pass (s)"].tolist() == [100, 10]
+    assert table["git commit"].iloc[0] == "abcdef1"
+    assert table["finished (UTC)"].iloc[0] == "2026-12-01T10:20"
+    with pytest.raises(ValueError, match="need runs"):
+        run_provenance_table({}, {})

@@ -574,3 +574,34 @@ def test_plot_long_context_runs() -> None:
     assert len(fig.axes) == 2 and fig.axes[0].lines[0].get_xdata().tolist() == [2, 6]
     with pytest.raises(ValueError, match="at least one"):
         plot_long_context_runs({}, {}, {}, {}, 4, [30])
+
+
+def test_plot_frequency_ratios() -> None:
+    """One line per method on a log2 axis, i_c marked; no methods: error."""
+    from posenc_book.plotting import plot_frequency_ratios
+
+    fig = plot_frequency_ratios({"PI": [0.25] * 4, "YaRN": [1, 0.5, 0.25, 0.25]},
+                                {"PI": "red", "YaRN": "blue"}, 2, ylabel="ratio")
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and [x.get_label() for x in ax.lines[:2]] == [
+        "PI", "YaRN"]
+    assert ax.lines[0].get_color() == "red" and ax.get_ylabel() == "ratio"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="1 to 4"):
+        plot_frequency_ratios({}, {}, 2, ylabel="ratio")
+
+
+def test_plot_extension_panels() -> None:
+    """One panel per title, styles set on the named lines, legend under the last."""
+    from posenc_book.plotting import plot_extension_panels
+
+    lines = {"RoPE, PI": {128: 5.0, 256: 9.0}, "alibi": {128: 6.0, 256: 6.1}}
+    fig = plot_extension_panels({"before": lines, "after": lines}, 128,
+                                {"RoPE, PI": {"color": "red", "marker": "s"},
+                                 "ALiBi": {"linestyle": ":"}}, yticks=[5, 7])
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == ""
+    styled = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert styled["RoPE, PI"].get_color() == "red" and styled["ALiBi"].get_linestyle() == ":"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one"):
+        plot_extension_panels({}, 128, {}, yticks=[5])

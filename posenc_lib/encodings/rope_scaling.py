@@ -66,7 +66,8 @@ transformers v5 calls this dictionary ``rope_parameters`` and keeps the base in 
 ``rope_theta``; v4 called it ``rope_scaling`` and sometimes wrote ``type`` for
 ``rope_type``. All three spellings are accepted. This module imports only torch and
 the leaf :mod:`~posenc_lib.encodings.rope_partial` (where the rotated width of partial
-rotary has its one home).
+rotary has its one home); :func:`pair_stretch` imports RoPE's θ_i from
+:mod:`~posenc_lib.encodings.rope` when called (rope imports this module).
 """
 
 from __future__ import annotations
@@ -720,3 +721,156 @@ def critical_pair_index(inverse_frequencies: Tensor, context_length: int) -> int
         raise ValueError("every pair completes a turn within the context: no critical "
                          f"pair (context_length={context_length})")
     return int(short[0])
+
+
+def pair_stretch(rope_scaling: dict | None, head_dim: int, base: float, seq_len: int
+                 ) -> torch.Tensor:
+    """How much a scaling stretches each pair's wavelength at length ``seq_len``.
+
+    Args:
+        rope_scaling: a Hugging Face dictionary (:func:`method_scaling`), or None.
+        head_dim: the head width d (even).
+        base: the RoPE base.
+        seq_len: the length of the pass (dynamic NTK takes its stretch from it).
+
+    Returns:
+        float32 ``[d/2]``: θ_i / θ'_i (1: pair kept; κ: stretched by κ).
+
+    Raises:
+        ValueError: from :func:`rope_scaled_frequencies`, naming a bad argument.
+    """
+    from posenc_lib.encodings.rope import rope_inverse_frequencies  # rope imports us
+
+    scaled, _ = rope_scaled_frequencies(head_dim, base, rope_scaling, seq_len=seq_len)
+    return rope_inverse_frequencies(head_dim, base) / scaled
+
+
+def unseen_distance_share(position: int, context_length: int) -> float:
+    """Share of a query's keys s ≤ t at distances t − s ≥ L_train (never seen in training).
+
+    Args:
+        position: the query's position t ≥ 0.
+        context_length: L_train, the trained context.
+
+    Raises:
+        ValueError: for a negative position or a context length below 1.
+    """
+    if position < 0 or context_length < 1:
+        raise ValueError(f"need position >= 0 and context_length >= 1, got "
+                         f"position={position}, context_length={context_length}")
+    return max(0, position - context_length + 1) / (position + 1)
+
+
+def last_unseen_distances(inverse_frequencies: torch.Tensor, context_length: int,
+                          longest: int) -> dict[int, int]:
+    """For each pair that never turned fully in training, the last unseen distance.
+
+    A pair i from the critical pair on saw the angles r θ_i for r < L_train only, an arc
+    short of a turn; a distance r ≥ L_train gives an angle outside it while r < λ_i
+    (past λ_i it comes round to the arc). Cut at ``longest``, the longest distance
+    scored.
+
+    Args:
+        inverse_frequencies: θ_i, ``[d/2]``.
+        context_length: L_train.
+        longest: the longest distance in the text (its length − 1).
+
+    Returns:
+        ``{i: min(⌈λ_i⌉ − 1, longest)}`` for every pair i from the critical pair on.
+    """
+    theta = inverse_frequencies.double()
+    first = critical_pair_index(theta, context_length)
+    return {i: min(math.ceil(2 * math.pi / theta[i].item()) - 1, longest)
+            for i in range(first, len(theta))}
+
+
+def ntk_turn_margin(kappa: float, wavelength: float, pair: int, head_dim: int,
+                    context_length: int) -> float:
+    """How far NTK-aware scaling at κ keeps pair i from a full turn within κ·L_train.
+
+    NTK-aware scaling stretches pair i's wavelength to λ'_i = λ_i·κ^(2i/(d−2)) (the
+    fastest pair kept, the slowest stretched by κ; :func:`dynamic_ntk_base`). The pair
+    completes a full turn within a window of κ·L_train positions when λ'_i ≤ κ·L_train − 1.
+
+    Args:
+        kappa: the stretch κ ≥ 1.
+        wavelength: λ_i, the unscaled wavelength in positions.
+        pair: i, from 0 (fastest) to d/2 − 1.
+        head_dim: d (even).
+        context_length: L_train (positions).
+
+    Returns:
+        λ'_i − (κ·L_train − 1) in positions: > 0 while the pair completes no full turn.
+
+    Raises:
+        ValueError: for κ < 1 or a pair outside 0 … d/2 − 1 (named in the message).
+    """
+    if kappa < 1:
+        raise ValueError(f"kappa must be >= 1, got kappa={kappa}")
+    if not 0 <= pair < head_dim // 2:
+        raise ValueError(f"pair must lie in 0 … {head_dim // 2 - 1}, got pair={pair}")
+    return wavelength * kappa ** (2 * pair / (head_dim - 2)) - (kappa * context_length - 1)
+
+
+def ntk_full_turn_stretch(wavelength: float, pair: int, head_dim: int,
+                          context_length: int, low: float, high: float) -> float:
+    """The stretch κ from which NTK-aware scaling's pair i turns fully within κ·L_train.
+
+    Bisection (60 halvings) of :func:`ntk_turn_margin` between ``low`` and ``high``.
+
+    Args:
+        wavelength, pair, head_dim, context_length: as in :func:`ntk_turn_margin`.
+        low, high: stretches on either side of the change: no full turn at ``low``
+            (margin > 0), a full turn at ``high`` (margin ≤ 0).
+
+    Returns:
+        κ_c, the middle of the last bracket (within 2^−60·(high − low) of the change).
+
+    Raises:
+        ValueError: if the margin does not change sign between ``low`` and ``high``.
+    """
+    def margin(kappa: float) -> float:
+        return ntk_turn_margin(kappa, wavelength, pair, head_dim, context_length)
+
+    if not margin(low) > 0 >= margin(high):
+        raise ValueError(f"need no full turn at low and one at high, got low={low}, "
+                         f"high={high} (margins {margin(low):g}, {margin(high):g})")
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if margin(middle) > 0 else (low, middle)
+    return (low + high) / 2
+
+
+YARN_PARTS = ("ramp", "temperature", "paper ramp")
+"""The parts of YaRN that :func:`yarn_part_scaling` sets apart."""
+
+
+def yarn_part_scaling(part: str, kappa: float, original_length: int) -> dict:
+    """A ``rope_scaling`` dictionary with one part of YaRN at stretch κ (chapter 11).
+
+    ``"ramp"``: YaRN's frequencies (the code's ramp, linear in the pair index) without
+    its q/k factor (``attention_factor`` 1). ``"temperature"``: the q/k factor
+    0.1·ln κ + 1 with the frequencies unchanged (factor 1). ``"paper ramp"``: Peng et
+    al.'s ramp, linear in the turn count r_i = L_train/λ_i between 1 and 32 turns, as
+    Llama 3's band rule with ``low_freq_factor`` 1 and ``high_freq_factor`` 32, no q/k
+    factor.
+
+    Args:
+        part: one of :data:`YARN_PARTS`.
+        kappa: the stretch κ ≥ 1.
+        original_length: L_train (positions).
+
+    Raises:
+        ValueError: for an unknown part or κ < 1 (named in the message).
+    """
+    if part not in YARN_PARTS:
+        raise ValueError(f"part must be one of {YARN_PARTS}, got part={part!r}")
+    if not kappa >= 1:
+        raise ValueError(f"kappa must be >= 1, got kappa={kappa}")
+    if part == "ramp":
+        return {**method_scaling("yarn", kappa, original_length), "attention_factor": 1.0}
+    if part == "temperature":
+        return {**method_scaling("yarn", 1.0, original_length),
+                "attention_factor": 0.1 * math.log(kappa) + 1}
+    return {**method_scaling("llama3", kappa, original_length),
+            "low_freq_factor": 1.0, "high_freq_factor": 32.0}

@@ -35,7 +35,7 @@ import datetime
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -310,29 +310,9 @@ def block_perplexity(result: dict) -> torch.Tensor:
     return torch.tensor([b["perplexity"] for b in result["blocks"]])
 
 
-def pair_stretch(rope_scaling: dict | None, head_dim: int, base: float, seq_len: int
-                 ) -> torch.Tensor:
-    """How much a scaling stretches each pair's wavelength at length ``seq_len``.
-
-    Args:
-        rope_scaling: a Hugging Face dictionary (:func:`method_scaling`), or None.
-        head_dim: the head width d (even).
-        base: the RoPE base.
-        seq_len: the length of the pass (dynamic NTK takes its stretch from it).
-
-    Returns:
-        float32 ``[d/2]``: θ_i / θ'_i (1: pair kept; κ: stretched by κ).
-    """
-    from posenc_lib.encodings.rope import rope_inverse_frequencies
-    from posenc_lib.encodings.rope_scaling import rope_scaled_frequencies
-
-    scaled, _ = rope_scaled_frequencies(head_dim, base, rope_scaling, seq_len=seq_len)
-    return rope_inverse_frequencies(head_dim, base) / scaled
-
-
 def transformers_dynamic_stretch(factor: float, seq_len: int, head_dim: int, base: float,
                                  context_length: int) -> torch.Tensor:
-    """:func:`pair_stretch` of dynamic NTK, from transformers' own
+    """:func:`~posenc_lib.encodings.rope_scaling.pair_stretch` of dynamic NTK, from transformers' own
     ``ROPE_INIT_FUNCTIONS["dynamic"]`` (needs transformers), to check the library's rule.
 
     Args:
@@ -357,47 +337,6 @@ def transformers_dynamic_stretch(factor: float, seq_len: int, head_dim: int, bas
     return rope_inverse_frequencies(head_dim, base) / theta.double()
 
 
-def unseen_distance_share(position: int, context_length: int) -> float:
-    """Share of a query's keys s ≤ t at distances t − s ≥ L_train (never seen in training).
-
-    Args:
-        position: the query's position t ≥ 0.
-        context_length: L_train, the trained context.
-
-    Raises:
-        ValueError: for a negative position or a context length below 1.
-    """
-    if position < 0 or context_length < 1:
-        raise ValueError(f"need position >= 0 and context_length >= 1, got "
-                         f"position={position}, context_length={context_length}")
-    return max(0, position - context_length + 1) / (position + 1)
-
-
-def last_unseen_distances(inverse_frequencies: torch.Tensor, context_length: int,
-                          longest: int) -> dict[int, int]:
-    """For each pair that never turned fully in training, the last unseen distance.
-
-    A pair i from the critical pair on saw the angles r θ_i for r < L_train only, an arc
-    short of a turn; a distance r ≥ L_train gives an angle outside it while r < λ_i
-    (past λ_i it comes round to the arc). Cut at ``longest``, the longest distance
-    scored.
-
-    Args:
-        inverse_frequencies: θ_i, ``[d/2]``.
-        context_length: L_train.
-        longest: the longest distance in the text (its length − 1).
-
-    Returns:
-        ``{i: min(⌈λ_i⌉ − 1, longest)}`` for every pair i from the critical pair on.
-    """
-    from posenc_lib.encodings.rope_scaling import critical_pair_index
-
-    theta = inverse_frequencies.double()
-    first = critical_pair_index(theta, context_length)
-    return {i: min(math.ceil(2 * math.pi / theta[i].item()) - 1, longest)
-            for i in range(first, len(theta))}
-
-
 def float32_angle_rounding(first: int, count: int, inverse_frequencies: torch.Tensor
                            ) -> tuple[float, float, int]:
     """How far float32 angles p θ_i, for positions first … first + count − 1, are off.
@@ -419,3 +358,32 @@ def float32_angle_rounding(first: int, count: int, inverse_frequencies: torch.Te
     largest = float32[:, 1:].max()
     half_ulp = (torch.nextafter(largest, torch.tensor(math.inf)) - largest).item() / 2
     return error, half_ulp, math.floor(math.log2(largest))
+
+
+def run_provenance_table(runs: Mapping[str, Mapping], labels: Mapping) -> pd.DataFrame:
+    """Where and when each stored run was made, one row per (text, run).
+
+    Args:
+        runs: text title → {key → stored result} (:func:`read_long_context_runs`); a
+            result has ``provenance`` (``git_commit``, ``finished_utc``) and ``timing``
+            (``forward_wall_s``).
+        labels: key → the run's name in the table; the rows follow its order.
+
+    Returns:
+        Columns "git commit" (7 characters), "finished (UTC)" (to the minute) and
+        "forward pass (s)" (rounded to whole seconds), index ``(text, run)``.
+
+    Raises:
+        ValueError: if ``runs`` or ``labels`` is empty.
+        KeyError: for a key of ``labels`` that a text lacks.
+    """
+    if not runs or not labels:
+        raise ValueError(f"need runs and labels, got {len(runs)} texts, "
+                         f"{len(labels)} labels")
+    found = [(title, key, by_key[key]) for title, by_key in runs.items() for key in labels]
+    return pd.DataFrame({
+        "git commit": [r["provenance"]["git_commit"][:7] for *_, r in found],
+        "finished (UTC)": [r["provenance"]["finished_utc"][:16] for *_, r in found],
+        "forward pass (s)": [round(r["timing"]["forward_wall_s"]) for *_, r in found],
+    }, index=pd.MultiIndex.from_tuples([(t, labels[k]) for t, k, _ in found],
+                                       names=["text", "run"]))
