@@ -206,6 +206,7 @@ def mean_spread_table(
     values: str,
     *,
     spread: str = "std",
+    center: str = "mean",
     number=None,
     order=None,
     labels=None,
@@ -221,6 +222,8 @@ def mean_spread_table(
         rows, columns, values: the column names.
         spread: ``"std"``: "mean ± std" (the std shows as 0 for a single repeat);
             ``"range"``: "mean (min–max)", or the mean alone for a single repeat.
+        center: ``"mean"``, or ``"median"`` (with ``spread="range"`` only: "median
+            (lowest–highest)", e.g. over benchmark runs).
         number: formats one number; by default two decimals (``f"{x:.2f}"``).
         order: the rows to keep, in this order (those absent from ``frame`` skipped);
             by default every row in order of first appearance.
@@ -233,7 +236,8 @@ def mean_spread_table(
         A DataFrame of strings; the columns sorted by value.
 
     Raises:
-        ValueError: for an unknown ``spread`` or a missing column (named).
+        ValueError: for an unknown ``spread`` or ``center``, a median with
+            ``spread="std"``, or a missing column (named).
 
     Example:
         >>> data = pd.DataFrame({"m": ["a", "a"], "L": [1, 1], "v": [1.0, 3.0]})
@@ -242,20 +246,23 @@ def mean_spread_table(
     """
     if spread not in ("std", "range"):
         raise ValueError(f"spread must be 'std' or 'range', got spread={spread!r}")
+    if center not in ("mean", "median") or (center == "median" and spread == "std"):
+        raise ValueError(f"center must be 'mean', or 'median' with spread='range'; got "
+                         f"center={center!r}, spread={spread!r}")
     for name in (rows, columns, values):
         if name not in frame.columns:
             raise ValueError(f"frame has no column {name!r} (columns: {list(frame.columns)})")
     number = number or "{:.2f}".format
     stats = frame.groupby([rows, columns], sort=False)[values].agg(
-        ["mean", "std", "min", "max", "count"])
+        ["mean", "median", "std", "min", "max", "count"])
 
     def cell(row: pd.Series) -> str:
         if spread == "std":
             std = 0.0 if pd.isna(row["std"]) else row["std"]
             return f"{number(row['mean'])} ± {number(std)}"
         if row["count"] == 1:
-            return number(row["mean"])
-        return f"{number(row['mean'])} ({number(row['min'])}–{number(row['max'])})"
+            return number(row[center])
+        return f"{number(row[center])} ({number(row['min'])}–{number(row['max'])})"
 
     table = stats.apply(cell, axis=1).unstack(columns)
     table = table.reindex(columns=sorted(frame[columns].unique())).fillna(missing)

@@ -908,9 +908,10 @@ def rope_error_in_eps(rotated: Tensor, reference: Tensor, dtype: torch.dtype) ->
 
 
 def spread_table(rows, value: str, index: str, columns: str):
-    """``"median (lowest–highest)"`` over runs (:func:`spread`) of one column of a
-    :func:`benchmark_rows` table, one row per ``index`` value and one column per
-    ``columns`` value (e.g. variant × dtype, or scheme × mode), in the order they appear.
+    """``"median (lowest–highest)"`` over runs of one column of a :func:`benchmark_rows`
+    table, one row per ``index`` value and one column per ``columns`` value (e.g. variant ×
+    dtype, or scheme × mode), ordered as :func:`posenc_book.tables.mean_spread_table` (the
+    one home of these tables) orders them.
 
     Args:
         rows: a table with a ``run`` column and one row per run and (index, columns) pair.
@@ -923,11 +924,13 @@ def spread_table(rows, value: str, index: str, columns: str):
     Raises:
         KeyError: for a column name the table does not have (named in the message).
     """
+    from posenc_book.tables import mean_spread_table
+
     missing = [name for name in (value, index, columns) if name not in rows.columns]
     if missing:
         raise KeyError(f"rows has no column {missing[0]!r}; it has {list(rows.columns)}")
-    grouped = rows.groupby([index, columns], sort=False)[value]
-    return grouped.apply(spread).unstack(columns).fillna("")
+    return mean_spread_table(rows, index, columns, value, spread="range", center="median",
+                             missing="")
 
 
 def scores_computed(length: int, block: int | None = None) -> float:

@@ -184,3 +184,18 @@ def test_value_span_shows_a_range_or_one_number() -> None:
         value_span(2.0, 1.0)
     with pytest.raises(ValueError, match="digits must be at least 1"):
         value_span(1.0, 2.0, digits=0)
+
+
+def test_mean_spread_table_median_and_range() -> None:
+    import pandas as pd
+    import pytest
+
+    from posenc_book.tables import mean_spread_table
+
+    data = pd.DataFrame({"m": ["a"] * 3, "L": [1] * 3, "v": [1.0, 2.0, 6.0]})
+    assert mean_spread_table(data, "m", "L", "v", spread="range",
+                             center="median").iloc[0, 0] == "2.00 (1.00–6.00)"
+    assert mean_spread_table(data, "m", "L", "v", spread="range").iloc[0, 0] == (
+        "3.00 (1.00–6.00)")
+    with pytest.raises(ValueError, match="center"):
+        mean_spread_table(data, "m", "L", "v", center="median")  # a median ± std
