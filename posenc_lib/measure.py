@@ -910,8 +910,8 @@ def rope_error_in_eps(rotated: Tensor, reference: Tensor, dtype: torch.dtype) ->
 def spread_table(rows, value: str, index: str, columns: str):
     """``"median (lowest–highest)"`` over runs of one column of a :func:`benchmark_rows`
     table, one row per ``index`` value and one column per ``columns`` value (e.g. variant ×
-    dtype, or scheme × mode), ordered as :func:`posenc_book.tables.mean_spread_table` (the
-    one home of these tables) orders them.
+    dtype, or scheme × mode), both in the order they appear
+    (:func:`posenc_book.tables.mean_spread_table`, the one home of these tables).
 
     Args:
         rows: a table with a ``run`` column and one row per run and (index, columns) pair.
@@ -929,8 +929,9 @@ def spread_table(rows, value: str, index: str, columns: str):
     missing = [name for name in (value, index, columns) if name not in rows.columns]
     if missing:
         raise KeyError(f"rows has no column {missing[0]!r}; it has {list(rows.columns)}")
-    return mean_spread_table(rows, index, columns, value, spread="range", center="median",
-                             missing="")
+    table = mean_spread_table(rows, index, columns, value, spread="range", center="median",
+                              order=list(dict.fromkeys(rows[index])), missing="")
+    return table[list(dict.fromkeys(rows[columns]))]  # the columns in order of appearance
 
 
 def scores_computed(length: int, block: int | None = None) -> float:
