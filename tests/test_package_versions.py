@@ -15,3 +15,16 @@ def test_package_versions() -> None:
         package_versions([])
     with pytest.raises(ImportError):
         package_versions(["no_such_package_posenc"])
+
+
+def test_require_version() -> None:
+    """The installed version passes; another stops with the command that installs the book's."""
+    from posenc_lib import __version__, require_version
+
+    require_version(f"v{__version__}", "https://example.org/repo")
+    with pytest.raises(ImportError, match=r"this book needs v999\.0\.0.*--force-reinstall"):
+        require_version("v999.0.0", "https://example.org/repo")
+    with pytest.raises(ImportError, match=r"git\+https://example\.org/repo@v999\.0\.0"):
+        require_version("v999.0.0", "https://example.org/repo")
+    with pytest.raises(ValueError, match="version"):
+        require_version(__version__, "https://example.org/repo")

@@ -40,3 +40,24 @@ def device_name(device: torch.device | str) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return device.type
+
+
+def start_chapter() -> torch.device:
+    """What every chapter does first: seed 0, the book's style, and the device to run on.
+
+    Seeds PyTorch's global generator with 0 (:func:`torch.manual_seed`), so a chapter's
+    random draws are the same on every run; sets the book's figure and table style
+    (:func:`posenc_book.plotting.use_book_style`); and picks the device
+    (:func:`pick_device`, which ``$POSENC_DEVICE`` overrides).
+
+    Returns:
+        The :class:`torch.device` the chapter runs on.
+
+    Raises:
+        ValueError: if ``$POSENC_DEVICE`` is not a device PyTorch knows.
+    """
+    from posenc_book.plotting import use_book_style
+
+    torch.manual_seed(0)
+    use_book_style()
+    return pick_device()
