@@ -784,6 +784,110 @@ def plot_share_maps(
     return fig
 
 
+def plot_passkey_maps(
+    maps: Mapping[str, np.ndarray | None],
+    titles: Mapping[str, str] | None = None,
+    *,
+    ncols: int,
+    multiples: Sequence[int],
+    depths: Sequence[float],
+) -> Figure:
+    """Passkey accuracy maps, key depth × L / L_train, one panel per model or scheme
+    (:func:`plot_share_maps` with the passkey axes; chapter 12).
+
+    Args:
+        maps: panel name → ``[len(depths), len(multiples)]`` shares in [0, 1]
+            (:func:`~posenc_book.stored.passkey_share_map`), or None for an empty panel.
+        titles: panel name → title; by default each panel's name.
+        ncols: panels per row, ≥ 1.
+        multiples: the columns' L / L_train (1, 2, 4, …).
+        depths: the rows' key depths in [0, 1].
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: as :func:`plot_share_maps`.
+    """
+    return plot_share_maps(maps, titles if titles is not None else {k: k for k in maps},
+                           ncols=ncols, x_ticks=[f"{m}" for m in multiples],
+                           y_ticks=[f"{d:g}" for d in depths], x_label="L / L_train",
+                           y_label="key depth", colorbar_label="keys retrieved (share)")
+
+
+def passkey_panel_title(shares, scheme: str) -> str:
+    """A scheme's panel title over its passkey map: its name, the seeds pooled, and
+    either the seed left out ("(seed 1: below bar)") or "(below bar)" when no run
+    reaches the bar at L_train (all of them pooled). Always two lines.
+
+    Args:
+        shares: :func:`~posenc_book.stored.passkey_run_shares` (indexed by ``scheme``,
+            ``seed``; columns ``meets`` and ``kept``).
+        scheme: a scheme of ``shares`` (``"rope"``).
+
+    Returns:
+        E.g. ``"ALiBi, seed 0\\n(seed 1: below bar)"`` or ``"RoPE, seeds 0, 1\\n"``.
+
+    Raises:
+        KeyError: for a scheme not in ``shares``.
+    """
+    from posenc_book.stored import kept_seeds
+
+    if scheme not in shares.index.get_level_values("scheme"):
+        raise KeyError(f"scheme {scheme!r} is not in the shares")
+    kept = kept_seeds(shares)[scheme]
+    left = [int(d) for d in sorted(shares.loc[scheme].index) if d not in kept]
+    named = f"{scheme_label(scheme)}, seed{'s' if len(kept) > 1 else ''} " + ", ".join(
+        map(str, kept))
+    if not shares.loc[scheme].meets.any():
+        return f"{named}\n(below bar)"
+    return named + (f"\n(seed {left[0]}: below bar)" if left else "\n")
+
+
+def plot_end_of_window_loss(draws, end_loss, schemes: Sequence[str],
+                            lengths: Sequence[int], train_length: int, *,
+                            ylim: tuple[float, float] | None = None) -> Figure:
+    """End-of-window loss against L / L_train: each stored draw as a faint dot (nudged
+    sideways per scheme so that the schemes do not hide one another) and the mean at
+    each length as a line (chapter 12).
+
+    Args:
+        draws: a DataFrame with columns ``scheme``, ``L`` (tokens or bytes) and
+            ``nll_unseen`` (nats/byte), one row per draw
+            (:func:`~posenc_book.stored.copy_gain_cells`).
+        end_loss: a Series indexed by (``scheme``, ``L``): the pooled mean per length.
+        schemes: the schemes to draw, in order (colours C0, C1, …).
+        lengths: the evaluation lengths, multiples of ``train_length``.
+        train_length: L_train.
+        ylim: the y range, or None for matplotlib's.
+
+    Returns:
+        The figure (log₂ x axis, legend in three columns at the top left).
+
+    Raises:
+        ValueError: for ``train_length`` < 1.
+    """
+    if train_length < 1:
+        raise ValueError(f"train_length must be positive, got train_length={train_length}")
+    multiples = [L // train_length for L in lengths]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for i, scheme in enumerate(schemes):
+        color = f"C{i}"
+        mine = draws[draws.scheme == scheme]
+        ax.scatter(mine.L / train_length * (1 + 0.04 * (i - 2)), mine.nll_unseen, s=9,
+                   alpha=0.45, color=color, linewidths=0)
+        ax.plot(np.array(lengths) / train_length, end_loss[scheme].reindex(lengths),
+                marker="o", color=color, label=scheme_label(scheme))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(multiples, [f"{m}" for m in multiples])
+    ax.set_xlabel("L / L_train")
+    ax.set_ylabel("end-of-window loss\n(nats/byte)")
+    ax.legend(ncols=3, loc="upper left", frameon=False)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    return fig
+
+
 def plot_heat_map_grid(
     images: Sequence,
     shape: tuple[int, int],

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from posenc_book.schemes import SCHEMES
+from posenc_book.schemes import SCHEMES, scheme_label
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 
@@ -301,7 +302,8 @@ def passkey_run_shares(cells: pd.DataFrame, train_length: int,
 
 
 def pooled_passkey_accuracy(cells: pd.DataFrame, train_length: int, bar: float = 0.9,
-                            by: Sequence[str] = ("L", "depth")) -> pd.DataFrame:
+                            by: Sequence[str] = ("L", "depth"),
+                            means: Sequence[str] = ()) -> pd.DataFrame:
     """Keys retrieved, pooled over the runs of each scheme that meet the bar at L_train.
 
     Args:
@@ -309,19 +311,129 @@ def pooled_passkey_accuracy(cells: pd.DataFrame, train_length: int, bar: float =
         train_length: L_train (bytes).
         bar: as :func:`passkey_run_shares`.
         by: the columns to pool within, after ``scheme``.
+        means: further numeric columns of ``cells`` to average over the same pooled
+            cells (e.g. a key's distance back from the question, in bytes).
 
     Returns:
-        A DataFrame indexed by (``scheme``, ``*by``) with columns ``correct``, ``trials``
-        and ``accuracy`` (their ratio).
+        A DataFrame indexed by (``scheme``, ``*by``) with columns ``correct``, ``trials``,
+        ``accuracy`` (their ratio) and one column per entry of ``means`` (the mean).
 
     Raises:
-        ValueError: as :func:`passkey_run_shares`.
+        ValueError: as :func:`passkey_run_shares`, or for a column of ``means`` that
+            ``cells`` lacks.
     """
+    missing = [column for column in means if column not in cells]
+    if missing:
+        raise ValueError(f"means names columns the cells lack: {missing}")
     kept = passkey_run_shares(cells, train_length, bar).kept
     rows = [kept.get((s, d), False) for s, d in zip(cells.scheme, cells.seed)]
-    pooled = cells[rows].groupby(["scheme", *by])[["correct", "trials"]].sum()
+    groups = cells[rows].groupby(["scheme", *by])
+    pooled = groups[["correct", "trials"]].sum()
     pooled["accuracy"] = pooled.correct / pooled.trials
+    for column in means:
+        pooled[column] = groups[column].mean()
     return pooled
+
+
+def passkey_share_map(frame: pd.DataFrame, depths: Sequence[float],
+                      lengths: Sequence[int]) -> "np.ndarray":
+    """One model's (or scheme's) passkey cells as a map of shares retrieved, key depth ×
+    window length, for :func:`~posenc_book.plotting.plot_passkey_maps`.
+
+    Args:
+        frame: cells with columns ``correct`` and ``trials`` and the window length ``L``
+            and key ``depth`` as columns or index levels (a scheme's rows of
+            :func:`pooled_passkey_accuracy`, or a model's rows of
+            :func:`stretched_passkey_cells`); cells of one (depth, L) are summed.
+        depths: the map's rows, in order (depths in [0, 1]).
+        lengths: its columns, in order (L in tokens or bytes).
+
+    Returns:
+        A float64 array ``[len(depths), len(lengths)]`` of correct / trials, NaN where
+        ``frame`` has no cell.
+
+    Raises:
+        ValueError: if ``frame`` lacks one of the columns.
+    """
+    flat = frame if "L" in frame.columns else frame.reset_index()
+    missing = [c for c in ("L", "depth", "correct", "trials") if c not in flat.columns]
+    if missing:
+        raise ValueError(f"frame lacks the columns {missing}")
+    summed = flat.groupby(["depth", "L"])[["correct", "trials"]].sum()
+    shares = (summed.correct / summed.trials).unstack("L")
+    return shares.reindex(index=list(depths), columns=list(lengths)).to_numpy(dtype=float)
+
+
+def passkey_runs_overview(runs: dict[str, dict], train_length: int) -> pd.DataFrame:
+    """Every stored passkey run in one table: its training recipe, its keys right at
+    L_train and its test loss there (chapter 12's table of runs).
+
+    Args:
+        runs: ``{name: run}`` (:func:`load_passkey_runs`); each run with ``recipe``
+            (``fraction``, ``repeat_fraction`` and ``base``'s ``model``, ``seed`` and
+            ``steps``), ``passkey`` rows and ``test_nll_at_L_train``.
+        train_length: L_train (bytes).
+
+    Returns:
+        A DataFrame indexed by (``steps``, ``passkey share``, ``repeat share``,
+        ``scheme``, ``seed``), sorted by steps, passkey share, scheme and seed, with the
+        text columns ``right at L_train`` (``"correct/trials"``, every depth) and
+        ``test NLL at L_train (nats/byte)`` (two decimals). A learned table started from
+        sinusoids (``learned_init``) is named "… (sinusoidal start)".
+
+    Raises:
+        ValueError: if a run has no passkey row at ``train_length``.
+    """
+    import pandas as pd
+
+    rows = []
+    for name, run in runs.items():
+        recipe, base = run["recipe"], run["recipe"]["base"]
+        at_train = [r for r in run["passkey"] if r["length"] == train_length]
+        if not at_train:
+            raise ValueError(f"run {name!r} has no passkey row at "
+                             f"train_length={train_length}")
+        start = base["model"].get("learned_init", "normal")
+        rows.append({
+            "scheme": scheme_label(base["model"]["position"])
+            + (" (sinusoidal start)" if start != "normal" else ""),
+            "seed": base["seed"], "passkey share": recipe["fraction"],
+            "repeat share": recipe["repeat_fraction"], "steps": base["steps"],
+            "right at L_train": f"{sum(r['correct'] for r in at_train)}"
+                                f"/{sum(r['trials'] for r in at_train)}",
+            "test NLL at L_train (nats/byte)": f"{run['test_nll_at_L_train']['nll']:.2f}"})
+    return pd.DataFrame(rows).sort_values(["steps", "passkey share", "scheme", "seed"]
+                                          ).set_index(["steps", "passkey share",
+                                                       "repeat share", "scheme", "seed"])
+
+
+def copy_gain_cells(runs: Mapping[object, dict]) -> pd.DataFrame:
+    """The copy-gain draws of stored passkey runs as one long table, one row per draw.
+
+    Args:
+        runs: ``{name: run}`` (any hashable name, e.g. ``(scheme, seed)``); each run's
+            ``copy_gain`` rows hold ``length``, ``distance``, ``gain``,
+            ``gain_vs_unseen``, ``nll_first`` and ``nll_unseen`` (None where not
+            measured).
+
+    Returns:
+        A DataFrame with columns ``run`` (the name), ``scheme``, ``seed``, ``L`` (bytes),
+        ``r`` (the distance, bytes), ``gain``, ``gain_vs_unseen``, ``nll_first`` and
+        ``nll_unseen`` (nats/byte; NaN where not measured), the runs' rows in order.
+    """
+    import pandas as pd
+
+    columns = ["run", "scheme", "seed", "L", "r", "gain", "gain_vs_unseen", "nll_first",
+               "nll_unseen"]
+    rows = [{"run": name, "scheme": run["recipe"]["base"]["model"]["position"],
+             "seed": run["recipe"]["base"]["seed"], "L": r["length"], "r": r["distance"],
+             "gain": r["gain"], "gain_vs_unseen": r["gain_vs_unseen"],
+             "nll_first": r["nll_first"], "nll_unseen": r["nll_unseen"]}
+            for name, run in runs.items() for r in run.get("copy_gain", [])]
+    frame = pd.DataFrame(rows, columns=columns)
+    numeric = ["gain", "gain_vs_unseen", "nll_first", "nll_unseen"]
+    frame[numeric] = frame[numeric].astype(float)
+    return frame
 
 
 def budget_runs_frame(runs: Iterable[dict], train_length: int) -> "pd.DataFrame":
@@ -382,6 +494,32 @@ def stretched_passkey_share(run: dict, method: str, length: int, *,
                          f"(fine_tuned={fine_tuned}); expected one")
     cells = found[0]["passkey"]
     return sum(c["correct"] for c in cells) / sum(c["trials"] for c in cells)
+
+
+def stretched_passkey_cells(run: dict) -> "pd.DataFrame":
+    """A stored methods run's passkey cells as one long table: one row per (untuned or
+    fine-tuned, method, length, depth).
+
+    Args:
+        run: a stored ``rope-methods-*.json`` (as :func:`stretched_passkey_share`).
+
+    Returns:
+        A DataFrame with columns ``method`` (``"none"``, ``"linear"``, …), ``fine-tune``
+        (``"untuned"`` or ``"fine-tuned"``), ``L``, ``depth``, ``correct``, ``trials`` and
+        ``nll`` (the row's test NLL, nats/byte), the untuned rows first, in stored order.
+
+    Raises:
+        KeyError: if the run lacks ``rows`` or ``fine_tuned_rows``.
+    """
+    import pandas as pd
+
+    return pd.DataFrame([
+        {"method": row["method"], "fine-tune": tuned, "L": row["length"],
+         "depth": r["depth"], "correct": r["correct"], "trials": r["trials"],
+         "nll": row["test_nll"]}
+        for key, tuned in (("rows", "untuned"), ("fine_tuned_rows", "fine-tuned"))
+        for row in run[key] for r in row["passkey"]],
+        columns=["method", "fine-tune", "L", "depth", "correct", "trials", "nll"])
 
 
 def kept_seeds(shares: "pd.DataFrame") -> dict[str, list[int]]:

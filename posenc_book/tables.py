@@ -276,6 +276,47 @@ def mean_spread_table(
     return table
 
 
+def passkey_seed_table(cells: pd.DataFrame, train_length: int,
+                       shares: pd.DataFrame) -> pd.DataFrame:
+    """Each run's share of keys retrieved at each window length, every depth pooled, as
+    percentages, with whether the run is pooled in the maps (chapter 12).
+
+    Args:
+        cells: :func:`~posenc_book.stored.passkey_cells` (columns ``scheme``, ``seed``,
+            ``L``, ``correct``, ``trials``).
+        train_length: L_train (bytes); a column is headed ``"k× (L)"``, k = L / L_train.
+        shares: :func:`~posenc_book.stored.passkey_run_shares` of the same cells (its
+            ``kept`` column gives "in the maps").
+
+    Returns:
+        A DataFrame of text indexed by (``scheme``, its display name; ``seed``), the
+        schemes in the book's order (:data:`~posenc_book.schemes.SCHEMES`), with the
+        boolean column ``in the maps`` and one column per L ("100%"; "—" for no cell);
+        the columns' name is "keys retrieved, all depths".
+
+    Raises:
+        ValueError: for a ``train_length`` < 1 or a scheme not in the book's schemes.
+    """
+    from posenc_book.schemes import SCHEMES, scheme_label
+
+    if train_length < 1:
+        raise ValueError(f"train_length must be positive, got train_length={train_length}")
+    unknown = sorted(set(cells.scheme) - set(SCHEMES))
+    if unknown:
+        raise ValueError(f"cells name schemes the book does not know: {unknown}")
+    per_run = cells.groupby(["scheme", "seed", "L"])[["correct", "trials"]].sum()
+    table = (per_run.correct / per_run.trials).unstack("L").map(
+        lambda v: "—" if pd.isna(v) else f"{v:.0%}")
+    table.columns = [f"{L // train_length}× ({L})" for L in table.columns]
+    table.insert(0, "in the maps", [bool(shares.kept.get(run, False))
+                                    for run in table.index])
+    table = table.reindex(sorted(table.index, key=lambda r: (SCHEMES.index(r[0]), r[1])))
+    table.index = pd.MultiIndex.from_tuples(
+        [(scheme_label(s), d) for s, d in table.index], names=["scheme", "seed"])
+    table.columns.name = "keys retrieved, all depths"
+    return table
+
+
 def context_groups(length: int) -> tuple[list[int], list[str]]:
     """Groups of context length c = t + 1 in doublings, for a window of ``length``:
     1, 2, 3–4, 5–8, …, length/2 + 1 … length.

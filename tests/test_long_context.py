@@ -126,7 +126,7 @@ def test_run_stretch_and_long_context_blocks() -> None:
 
 
 def test_stored_run_helpers(tmp_path) -> None:
-    """read_long_context_runs keys runs by (method, κ); block_perplexity reads blocks."""
+    """read_long_context_runs keys runs by (method, κ); block_perplexity (and _at) reads blocks."""
     blocks = [{"first_position": 0, "last_position": 1, "perplexity": 3.0},
               {"first_position": 2, "last_position": 3, "perplexity": 5.0}]
     for folder, method, factor in (("a", "none", 2.0), ("b", "dynamic", 2.0)):
@@ -142,6 +142,13 @@ def test_stored_run_helpers(tmp_path) -> None:
         lc.read_long_context_runs(tmp_path, "northangerabbey")
     with pytest.raises(ValueError, match="no blocks"):
         lc.block_perplexity({"name": "x", "blocks": []})
+    # a window of L tokens ends at position L - 1; past the last block, the last block
+    assert [lc.block_perplexity_at(runs["none", 1.0], L) for L in (1, 2, 3, 4, 9)] == [
+        3.0, 3.0, 5.0, 5.0, 5.0]
+    with pytest.raises(ValueError, match="length"):
+        lc.block_perplexity_at(runs["none", 1.0], 0)
+    with pytest.raises(ValueError, match="no blocks"):
+        lc.block_perplexity_at({"name": "x", "blocks": []}, 4)
     (tmp_path / "smollm2-persuasion-16384c").mkdir()
     (tmp_path / "smollm2-persuasion-16384c" / "none.json").write_text(
         json.dumps({"name": "none", "blocks": blocks,

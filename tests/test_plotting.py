@@ -383,6 +383,53 @@ def test_plot_share_maps_labels_cells_and_leaves_empty_panels() -> None:
                         x_label="", y_label="", colorbar_label="")
 
 
+def test_passkey_maps_title_the_pooled_seeds_and_label_the_axes() -> None:
+    import pandas as pd
+
+    from posenc_book.plotting import passkey_panel_title, plot_passkey_maps
+
+    shares = pd.DataFrame({"share": [1.0, 0.2, 0.1, 1.0, 1.0],
+                           "meets": [True, False, False, True, True],
+                           "kept": [True, False, True, True, True]},
+                          index=pd.MultiIndex.from_tuples(
+                              [("alibi", 0), ("alibi", 1), ("none", 0), ("rope", 0),
+                               ("rope", 1)], names=["scheme", "seed"]))
+    assert passkey_panel_title(shares, "alibi") == "ALiBi, seed 0\n(seed 1: below bar)"
+    assert passkey_panel_title(shares, "none") == "NoPE, seed 0\n(below bar)"
+    assert passkey_panel_title(shares, "rope") == "RoPE, seeds 0, 1\n"
+    with pytest.raises(KeyError, match="t5"):
+        passkey_panel_title(shares, "t5")
+    grid = np.array([[0.5, 1.0], [0.0, np.nan]])
+    fig = plot_passkey_maps({"a\nuntuned": grid, "": None}, ncols=2, multiples=[1, 2],
+                            depths=[0.0, 0.5])
+    (panel,) = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert panel.get_title() == "a\nuntuned"  # titles default to the panel names
+    assert [t.get_text() for t in panel.get_xticklabels()] == ["1", "2"]
+    assert [t.get_text() for t in panel.get_yticklabels()] == ["0", "0.5"]
+    assert panel.get_xlabel() == "L / L_train" and panel.get_ylabel() == "key depth"
+    plt.close(fig)
+
+
+def test_end_of_window_loss_draws_dots_and_a_mean_line_per_scheme() -> None:
+    import pandas as pd
+
+    from posenc_book.plotting import plot_end_of_window_loss
+
+    draws = pd.DataFrame({"scheme": ["rope", "rope", "alibi", "alibi"],
+                          "L": [8, 16, 8, 16], "nll_unseen": [1.5, 2.5, 1.5, 1.6]})
+    end_loss = draws.groupby(["scheme", "L"]).nll_unseen.mean()
+    fig = plot_end_of_window_loss(draws, end_loss, ["rope", "alibi"], [8, 16], 8,
+                                  ylim=(1, 3))
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.get_lines()] == ["RoPE", "ALiBi"]
+    assert ax.get_lines()[0].get_ydata().tolist() == [1.5, 2.5]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"]
+    assert ax.get_ylim() == (1, 3) and len(ax.collections) == 2
+    plt.close(fig)
+    with pytest.raises(ValueError, match="train_length"):
+        plot_end_of_window_loss(draws, end_loss, ["rope"], [8], 0)
+
+
 def test_heat_map_grid_labels_outer_panels_and_shares_one_colour_bar():
     from posenc_book.plotting import plot_heat_map_grid
 

@@ -88,3 +88,75 @@ def test_end_of_window_loss_pools_the_draws_at_each_length() -> None:
     assert end_of_window_loss(run).to_dict() == {8: 0.5, 16: 1.5}
     with pytest.raises(ValueError, match="copy_gain"):
         end_of_window_loss({"copy_gain": []})
+
+
+def _recipe_run(scheme: str, seed: int, right_at_train: int, **model) -> dict:
+    run = _run(scheme, seed, right_at_train)
+    run["recipe"].update({"fraction": 0.25, "repeat_fraction": 0.5})
+    run["recipe"]["base"].update({"steps": 100})
+    run["recipe"]["base"]["model"].update(model)
+    run["test_nll_at_L_train"] = {"nll": 1.234}
+    run["copy_gain"] = [
+        {"length": 8, "distance": 2, "gain": 0.5, "gain_vs_unseen": 0.1, "nll_first": 2.0,
+         "nll_unseen": 1.5},
+        {"length": 16, "distance": 2, "gain": 0.25, "gain_vs_unseen": None,
+         "nll_first": 2.5, "nll_unseen": None}]
+    return run
+
+
+def test_passkey_runs_overview_names_recipes_and_keys_right() -> None:
+    from posenc_book.stored import passkey_runs_overview
+
+    runs = {"a": _recipe_run("rope", 1, 3), "b": _recipe_run("rope", 0, 4),
+            "c": _recipe_run("learned", 0, 0, learned_init="sinusoidal")}
+    table = passkey_runs_overview(runs, 8)
+    assert table.index.names == ["steps", "passkey share", "repeat share", "scheme", "seed"]
+    assert [key[3:] for key in table.index] == [
+        ("Learned (sinusoidal start)", 0), ("RoPE", 0), ("RoPE", 1)]
+    assert table["right at L_train"].tolist() == ["0/8", "8/8", "6/8"]
+    assert set(table["test NLL at L_train (nats/byte)"]) == {"1.23"}
+    with pytest.raises(ValueError, match="train_length=64"):
+        passkey_runs_overview(runs, 64)
+
+
+def test_share_map_and_pooled_means_read_the_pooled_cells() -> None:
+    import numpy as np
+
+    from posenc_book.stored import passkey_share_map
+
+    runs = {"r0": _run("rope", 0, 4), "r1": _run("rope", 1, 2)}
+    cells = passkey_cells(runs)
+    cells["distance"] = cells.needle_to_answer + 1
+    pooled = pooled_passkey_accuracy(cells, 8, bar=0.5, means=("distance",))
+    assert pooled.loc[("rope", 8, 0.0)].tolist() == [6, 8, 0.75, 6.0]
+    grid = passkey_share_map(pooled.loc["rope"], [1.0, 0.0, 0.5], [8, 16, 32])
+    assert grid.shape == (3, 3) and grid[1, :2].tolist() == [0.75, 0.25]
+    assert np.isnan(grid[2]).all() and np.isnan(grid[:, 2]).all()  # no such depth or L
+    long = cells[cells.run == "r0"][["L", "depth", "correct", "trials"]]  # as columns
+    assert passkey_share_map(long, [0.0], [8, 16]).tolist() == [[1.0, 0.25]]
+    with pytest.raises(ValueError, match="trials"):
+        passkey_share_map(long.drop(columns="trials"), [0.0], [8])
+    with pytest.raises(ValueError, match="means"):
+        pooled_passkey_accuracy(cells, 8, means=("nowhere",))
+
+
+def test_copy_gain_and_stretched_cells_are_long_tables() -> None:
+    from posenc_book.stored import copy_gain_cells, stretched_passkey_cells
+
+    draws = copy_gain_cells({("rope", 0): _recipe_run("rope", 0, 4)})
+    assert draws.columns.tolist() == ["run", "scheme", "seed", "L", "r", "gain",
+                                      "gain_vs_unseen", "nll_first", "nll_unseen"]
+    assert draws.run.tolist() == [("rope", 0), ("rope", 0)]
+    assert draws.nll_unseen.isna().tolist() == [False, True]  # None: not measured
+    assert draws.gain_vs_unseen.dtype == float
+    cells = [{"depth": 0.0, "correct": 3, "trials": 4}, {"depth": 1.0, "correct": 1,
+                                                         "trials": 4}]
+    run = {"rows": [{"method": "none", "length": 8, "test_nll": 1.5, "passkey": cells}],
+           "fine_tuned_rows": [{"method": "yarn", "length": 8, "test_nll": 1.25,
+                                "passkey": cells[:1]}]}
+    frame = stretched_passkey_cells(run)
+    assert frame["fine-tune"].tolist() == ["untuned", "untuned", "fine-tuned"]
+    assert frame.method.tolist() == ["none", "none", "yarn"]
+    assert frame.nll.tolist() == [1.5, 1.5, 1.25]
+    with pytest.raises(KeyError):
+        stretched_passkey_cells({"rows": []})

@@ -199,3 +199,22 @@ def test_mean_spread_table_median_and_range() -> None:
         "3.00 (1.00–6.00)")
     with pytest.raises(ValueError, match="center"):
         mean_spread_table(data, "m", "L", "v", center="median")  # a median ± std
+
+
+def test_passkey_seed_table_orders_schemes_and_marks_the_pooled_runs() -> None:
+    from posenc_book.stored import passkey_run_shares
+    from posenc_book.tables import passkey_seed_table
+
+    cells = pd.DataFrame({"scheme": ["rope", "rope", "none", "rope"], "seed": [1, 0, 0, 0],
+                          "L": [8, 8, 8, 16], "correct": [1, 4, 0, 2],
+                          "trials": [4, 4, 4, 4]})
+    table = passkey_seed_table(cells, 8, passkey_run_shares(cells, 8))
+    assert table.index.tolist() == [("NoPE", 0), ("RoPE", 0), ("RoPE", 1)]
+    assert table.columns.tolist() == ["in the maps", "1× (8)", "2× (16)"]
+    assert table["in the maps"].tolist() == [True, True, False]  # NoPE: none meets
+    assert table["2× (16)"].tolist() == ["—", "50%", "—"]
+    assert table.columns.name == "keys retrieved, all depths"
+    with pytest.raises(ValueError, match="train_length"):
+        passkey_seed_table(cells, 0, passkey_run_shares(cells, 8))
+    with pytest.raises(ValueError, match="xpe"):
+        passkey_seed_table(cells.replace("none", "xpe"), 8, passkey_run_shares(cells, 8))

@@ -310,6 +310,34 @@ def block_perplexity(result: dict) -> torch.Tensor:
     return torch.tensor([b["perplexity"] for b in result["blocks"]])
 
 
+def block_perplexity_at(result: dict, length: int) -> float:
+    """The perplexity of the stored block that holds a window's last position, L − 1, in
+    one long-context run: what a pass of ``length`` tokens meets at its end.
+
+    A pass of N tokens makes N − 1 predictions, so the run's last block ends at position
+    N − 2 (16 382 for 16 384 tokens); a window of the run's full length reads that block.
+
+    Args:
+        result: one stored run (:func:`load_long_context_results`), whose ``blocks``
+            hold ``first_position``, ``last_position`` and ``perplexity``.
+        length: the window length L in tokens, ≥ 1.
+
+    Returns:
+        The block's perplexity.
+
+    Raises:
+        ValueError: for ``length`` < 1 or a result without blocks.
+    """
+    if length < 1:
+        raise ValueError(f"length must be positive, got length={length}")
+    blocks = result.get("blocks")
+    if not blocks:
+        raise ValueError(f"the result {result.get('name')!r} holds no blocks")
+    p = min(length - 1, blocks[-1]["last_position"])
+    (block,) = [b for b in blocks if b["first_position"] <= p <= b["last_position"]]
+    return block["perplexity"]
+
+
 def transformers_dynamic_stretch(factor: float, seq_len: int, head_dim: int, base: float,
                                  context_length: int) -> torch.Tensor:
     """:func:`~posenc_lib.encodings.rope_scaling.pair_stretch` of dynamic NTK, from transformers' own
