@@ -183,6 +183,7 @@ def plot_perplexity_vs_length(
     yscale: str = "linear",
     title: str | None = None,
     legend: bool = True,
+    linestyles: Mapping[str, str] | None = None,
 ) -> Figure:
     """Perplexity against evaluation length, one line per scheme, L_train marked.
 
@@ -202,13 +203,16 @@ def plot_perplexity_vs_length(
             afterwards (which would bring back labels such as 2×10¹).
         title: a title in words a reader understands (e.g. "Sliding windows"), or None.
         legend: draw the legend (off for all but one panel of a multi-panel figure).
+        linestyles: optional scheme → matplotlib line style (``"--"``, ``":"``) for
+            the lines to tell apart beyond their colour; the others are solid.
 
     Returns:
         The figure (returned, not shown, so that a notebook cell displays it once).
 
     Raises:
         ValueError: if ``results`` is empty, ``train_length`` is not positive, a length
-            is not positive, or ``yscale`` is not ``"linear"`` or ``"log"``.
+            is not positive, ``yscale`` is not ``"linear"`` or ``"log"``, or
+            ``linestyles`` names a scheme that ``results`` has not.
     """
     if not results:
         raise ValueError("results must hold at least one scheme's curve, got none")
@@ -218,6 +222,10 @@ def plot_perplexity_vs_length(
         )
     if yscale not in ("linear", "log"):
         raise ValueError(f"yscale must be 'linear' or 'log', got yscale={yscale!r}")
+    linestyles = dict(linestyles or {})
+    unknown = sorted(set(linestyles) - set(results))
+    if unknown:
+        raise ValueError(f"linestyles names schemes without a curve: {unknown}")
     if ax is None:
         fig, ax = plt.subplots()
     else:
@@ -232,8 +240,9 @@ def plot_perplexity_vs_length(
         all_lengths.update(lengths)
         values = [curve[L] for L in lengths]
         style = SCHEME_STYLE.get(scheme, {})
+        line_style = {"linestyle": linestyles[scheme]} if scheme in linestyles else {}
         ax.plot(lengths, values, marker=style.get("marker", "o"),
-                color=style.get("color"), label=scheme_label(scheme))
+                color=style.get("color"), label=scheme_label(scheme), **line_style)
         if spread is not None and scheme in spread:
             sd = [spread[scheme][L] for L in lengths]
             low = [v - s for v, s in zip(values, sd)]

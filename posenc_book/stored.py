@@ -566,3 +566,150 @@ def end_of_window_loss(run: dict) -> "pd.Series":
     if draws.empty:
         raise ValueError("the run has no copy_gain draw with an nll_unseen value")
     return draws.groupby("L").nll.mean()
+
+
+class VariantRuns:
+    """Stored runs of named model variants, each run with one or more seeds and scored at
+    several lengths (``results/ci-shipping``, chapter 14): the perplexity of a variant at a
+    length (mean over its seeds, or one seed's), the seeds variants share, their table and
+    their curves.
+
+    Args:
+        runs: the stored runs (:func:`load_stored_results`), each with ``variant``,
+            ``seed``, ``evaluations`` (``eval_length`` in bytes, ``perplexity``) and
+            ``provenance`` (``device``, ``torch_version``, ``git_commit``, ``date_utc``);
+            trained runs also hold their ``train_config``.
+
+    Attributes:
+        runs: the runs, as a list.
+        frame: one row per run and length: ``variant``, ``seed``, ``L`` (bytes), ``PPL``.
+        lengths: the evaluation lengths (bytes), sorted.
+
+    Raises:
+        ValueError: for no runs, or a run without ``variant`` or ``seed`` (named by its
+            place in ``runs``).
+
+    Example:
+        >>> run = {"variant": "rope", "seed": 0, "provenance": {},
+        ...        "evaluations": [{"eval_length": 128, "perplexity": 5.0}]}
+        >>> runs = VariantRuns([run, {**run, "seed": 1, "evaluations": [
+        ...     {"eval_length": 128, "perplexity": 7.0}]}])
+        >>> runs.perplexity("rope", 128), runs.perplexity("rope", 128, seed=1)
+        (6.0, 7.0)
+    """
+
+    def __init__(self, runs: Iterable[dict]) -> None:
+        import pandas as pd  # here, not at the top: the website's build reads this module
+
+        self.runs = list(runs)
+        if not self.runs:
+            raise ValueError("runs must hold at least one stored run, got none")
+        bad = [i for i, r in enumerate(self.runs) if "variant" not in r or "seed" not in r]
+        if bad:
+            raise ValueError(f"runs {bad} have no 'variant' or 'seed': not variant runs")
+        self.frame = pd.DataFrame([{"variant": r["variant"], "seed": r["seed"],
+                                    "L": e["eval_length"], "PPL": e["perplexity"]}
+                                   for r in self.runs for e in r["evaluations"]])
+        self.lengths = sorted(int(L) for L in self.frame["L"].unique())
+        self._mean = self.frame.groupby(["variant", "L"])["PPL"].mean()
+        self._by_seed = self.frame.set_index(["variant", "seed", "L"])["PPL"]
+        self._seed_counts = self.frame.groupby("variant")["seed"].nunique()
+
+    def _check(self, variants: Iterable[str]) -> None:
+        unknown = [v for v in variants if v not in self._seed_counts]
+        if unknown:
+            raise ValueError(f"no stored runs of variant(s) {unknown}; stored: "
+                             f"{sorted(self._seed_counts.index)}")
+
+    def perplexity(self, variant: str, length: int, seed: int | None = None) -> float:
+        """The perplexity of ``variant`` at ``length`` bytes: the mean over its seeds, or
+        the run of ``seed``.
+
+        Raises:
+            ValueError: for a variant without runs; a KeyError for a length or seed that
+                was not run.
+        """
+        self._check([variant])
+        if seed is None:
+            return float(self._mean[variant, length])
+        return float(self._by_seed[variant, seed, length])
+
+    def seeds(self, *variants: str) -> list[int]:
+        """The seeds every one of ``variants`` was run with, sorted.
+
+        Raises:
+            ValueError: for no variant, or a variant without runs.
+        """
+        if not variants:
+            raise ValueError("seeds needs at least one variant")
+        self._check(variants)
+        have = [set(self.frame.loc[self.frame["variant"] == v, "seed"]) for v in variants]
+        return sorted(int(s) for s in set.intersection(*have))
+
+    def known(self, names: Mapping[str, str]) -> dict[str, str]:
+        """The entries of ``names`` (variant → display name) whose variant has runs."""
+        return {v: name for v, name in names.items() if v in self._seed_counts}
+
+    def train_config(self, variant: str) -> dict:
+        """The ``train_config`` of the first stored run of ``variant``.
+
+        Raises:
+            ValueError: if no run of ``variant`` holds a ``train_config``.
+        """
+        for run in self.runs:
+            if run["variant"] == variant and "train_config" in run:
+                return run["train_config"]
+        raise ValueError(f"no stored run of variant={variant!r} has a train_config")
+
+    def curves(self, names: Mapping[str, str]) -> dict[str, dict[int, float]]:
+        """Mean perplexity by length, for :func:`~posenc_book.plotting.plot_perplexity_vs_length`.
+
+        Args:
+            names: variant → display name; variants without runs are left out.
+
+        Returns:
+            ``{display name: {L: mean perplexity over the seeds}}``, every length of
+            ``lengths``, in the order of ``names``.
+        """
+        return {name: {L: float(self._mean[v, L]) for L in self.lengths}
+                for v, name in self.known(names).items()}
+
+    def table(self, names: Mapping[str, str],
+              lengths: Sequence[int] = (128, 512, 2048)) -> "pd.DataFrame":
+        """Mean perplexity and, over several seeds, their range, with 3 significant digits
+        (:func:`~posenc_book.tables.mean_spread_table`), and the number of seeds.
+
+        Args:
+            names: variant → display name (the rows, in this order); variants without
+                runs are left out.
+            lengths: the evaluation lengths shown (bytes), one column each
+                (``"PPL, L = 128"``).
+
+        Returns:
+            A DataFrame of strings indexed by display name, and a ``seeds`` column.
+        """
+        from posenc_book.tables import mean_spread_table
+
+        names = self.known(names)
+        out = mean_spread_table(self.frame[self.frame.L.isin(lengths)], "variant", "L",
+                                "PPL", spread="range",
+                                number=lambda x: f"{x:#.3g}".rstrip("."), order=names,
+                                labels=names, column_label="PPL, L = {}")
+        out["seeds"] = [self._seed_counts[v] for v in names]
+        return out
+
+    def describe(self) -> str:
+        """Two lines: how many runs, variants, seeds and lengths; where, with which torch,
+        at which commits and between which dates (UTC) they ran."""
+        def joined(values: Iterable) -> str:
+            return "/".join(sorted({str(v) for v in values}))
+
+        prov = [r["provenance"] for r in self.runs]
+        dates = sorted(p["date_utc"][:10] for p in prov)
+        seeds = sorted(int(s) for s in self.frame["seed"].unique())
+        return (f"{len(self.runs)} stored runs, {self.frame['variant'].nunique()} variants, "
+                f"seeds {seeds}; lengths {self.lengths}\n"
+                f"run on {joined(p['device'] for p in prov)}, "
+                f"torch {joined(p['torch_version'] for p in prov)}, "
+                f"commit {joined(p['git_commit'][:7] for p in prov)}, "
+                f"{dates[0]} to {dates[-1]}")

@@ -111,6 +111,7 @@ from posenc_lib.encodings.rope_scaling import (
     ntk_full_turn_stretch,
     ntk_turn_margin,
     pair_stretch,
+    static_ntk_base,
     STRETCH_METHODS,
     stretch_scaling,
     unseen_distance_share,
@@ -122,11 +123,12 @@ from posenc_lib.encodings.logit_scaling import (
     query_scale,
     softmax_scale_multiplier,
 )
-from posenc_lib.encodings.mrope import apply_mrope, mrope_pair_axes
+from posenc_lib.encodings.mrope import apply_mrope, mrope_pair_axes, mrope_scores
 from posenc_lib.encodings.rope_partial import (
     dimension_frequencies,
     neox_rotary_dim,
     p_rope_kept_pairs,
+    pair_turns,
 )
 from posenc_lib.encodings.learned import DEFAULT_INIT_STD
 from posenc_lib.model.transformer import (
@@ -411,6 +413,7 @@ from posenc_book.stored import (
     stretched_passkey_cells,
     stretched_passkey_share,
     token_start_label,
+    VariantRuns,
 )
 from posenc_lib.training import sotu as _sotu  # noqa: F401  registers "sotu" in CORPORA
 from posenc_book.tables import (
@@ -580,6 +583,7 @@ __all__ = [
     "model_file",
     "ModelConfig",
     "mrope_pair_axes",
+    "mrope_scores",
     "neighbour_distances",
     "neox_rotary_dim",
     "ngram_cross_entropy",
@@ -597,6 +601,7 @@ __all__ = [
     "package_versions",
     "pair_angles",
     "pair_stretch",
+    "pair_turns",
     "pairing_losses",
     "passkey_accuracy",
     "passkey_cells",
@@ -729,6 +734,7 @@ __all__ = [
     "spread",
     "spread_table",
     "start_chapter",
+    "static_ntk_base",
     "stored_benchmark_runs",
     "stored_results_dir",
     "streaming_forms_gap",
@@ -772,6 +778,7 @@ __all__ = [
     "use_own_rope",
     "use_posenc_rope",
     "value_span",
+    "VariantRuns",
     "VERDICT_KINDS",
     "weight_decay_factor",
     "with_cpu_time_fractions",

@@ -14,6 +14,7 @@ from posenc_lib.encodings.mrope import (
     apply_mrope,
     mrope_angles,
     mrope_pair_axes,
+    mrope_scores,
 )
 from posenc_lib.encodings.rope import apply_rope, rotate_pairs
 
@@ -200,3 +201,21 @@ def test_scaling_scales_the_frequencies_then_sections_them() -> None:
     assert torch.allclose(rotated.norm(dim=-2), factor * pair_norms, rtol=1e-5)
     with pytest.raises(ValueError, match="frequencies \\(partial rotary\\?\\)"):
         apply_mrope(x, positions, rope_scaling={**yarn, "partial_rotary_factor": 0.5})
+
+
+def test_mrope_scores_are_the_rotated_dot_products() -> None:
+    """q′ · k′ as written out, invariant (to float32 rounding) under a shift per axis,
+    and RoPE's scores for text positions."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 2, 3, 5, 8).unbind(0)
+    p = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 1, 1, 2], [0, 1, 0, 1, 0]])
+    got = mrope_scores(q, k, p, section=[2, 1, 1])
+    want = apply_mrope(q, p, section=[2, 1, 1]) @ apply_mrope(k, p, section=[2, 1, 1]).mT
+    assert got.shape == (2, 3, 5, 5) and torch.equal(got, want)
+    shifted = mrope_scores(q, k, p + torch.tensor([[4], [9], [2]]), section=[2, 1, 1])
+    assert (shifted - got).abs().max() < 1e-5
+    text = torch.arange(5).expand(3, 5)
+    rope = apply_rope(q, torch.arange(5)) @ apply_rope(k, torch.arange(5)).mT
+    assert torch.equal(mrope_scores(q, k, text, section=[2, 1, 1]), rope)
+    with pytest.raises(ValueError, match="seq"):
+        mrope_scores(q, k, p[:, :4], section=[2, 1, 1])

@@ -15,6 +15,7 @@ from posenc_lib.encodings.rope_partial import (
     dimension_frequencies,
     neox_rotary_dim,
     p_rope_kept_pairs,
+    pair_turns,
 )
 
 EPS = torch.finfo(torch.float32).eps
@@ -171,3 +172,25 @@ def test_p_rope_pairs_is_checked_and_default_is_unchanged() -> None:
     x = torch.randn(1, 1, 7, 8)
     full = RotaryEmbedding(8, p_rope_pairs=4)(x, torch.arange(7))
     assert torch.equal(full, RotaryEmbedding(8)(x, torch.arange(7)))
+
+
+def test_pair_turns_counts_the_pairs_that_complete_a_turn() -> None:
+    """(L − 1)·θ_i ≥ 2π, against the float64 formula θ_i = base^(−2i/w)."""
+    head_dim, base, length = 16, 10000.0, 128
+    full = pair_turns(head_dim, base, 1.0, "neox", length)
+    theta = [base ** (-2 * i / head_dim) for i in range(head_dim // 2)]
+    turning = sum((length - 1) * t >= 2 * math.pi for t in theta)
+    assert full == {"rotating pairs": 8, "complete a turn": turning,
+                    "never do": 8 - turning, "slowest θ": pytest.approx(min(theta))}
+    assert turning == 3
+    # p-RoPE keeps the fastest pairs: at 3 of 8, all complete a turn; GPT-NeoX's 3
+    # spread over the same range, and the slower two do not.
+    assert pair_turns(head_dim, base, 0.375, "p_rope", length)["never do"] == 0
+    assert pair_turns(head_dim, base, 0.375, "neox", length)["never do"] == 2
+    assert pair_turns(head_dim, base, 0.125, "neox", length)["never do"] == 0  # θ = 1
+
+
+@pytest.mark.parametrize("length", [1, 0, 2.5, True])
+def test_pair_turns_rejects_a_bad_context_length(length) -> None:
+    with pytest.raises(ValueError, match="context_length"):
+        pair_turns(16, 10000.0, 0.5, "neox", length)

@@ -27,6 +27,7 @@ from posenc_lib.encodings.rope_scaling import (
     dynamic_ntk_base,
     method_scaling,
     normalize_rope_scaling,
+    static_ntk_base,
     stretch_scaling,
     yarn_correction_pair,
 )
@@ -248,6 +249,7 @@ def test_static_ntk_is_bloc97s_base_change() -> None:
     ours, attention_factor = rope_scaled_frequencies(d, base, {"rope_type": "ntk",
                                                                "factor": factor})
     new_base = base * factor ** (d / (d - 2))
+    assert static_ntk_base(base, d, factor) == new_base
     expected = new_base ** -(torch.arange(0, d, 2, dtype=torch.float64) / d)
     assert torch.equal(ours, expected.float())
     assert attention_factor == 1.0

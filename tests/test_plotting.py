@@ -143,6 +143,16 @@ def test_spread_band_and_bad_arguments() -> None:
         plot_perplexity_vs_length({}, train_length=128)
 
 
+def test_line_styles_by_scheme() -> None:
+    fig = plot_perplexity_vs_length(CURVES, train_length=128,
+                                    linestyles={"rope": "--", "alibi": ":"})
+    styles = {line.get_label(): line.get_linestyle() for line in fig.axes[0].get_lines()}
+    assert styles[scheme_label("rope")] == "--" and styles[scheme_label("alibi")] == ":"
+    assert styles[scheme_label("sinusoidal")] == "-"
+    with pytest.raises(ValueError, match="nope"):
+        plot_perplexity_vs_length(CURVES, train_length=128, linestyles={"nope": "--"})
+
+
 def test_attention_map_has_labelled_axes_and_a_colour_bar() -> None:
     probabilities = torch.softmax(torch.randn(8, 8), dim=-1)
     fig = plot_attention_map(probabilities, title="RoPE, head 1")

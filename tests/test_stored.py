@@ -192,3 +192,54 @@ def test_budget_runs_frame_one_row_per_run() -> None:
         budget_runs_frame([run("none", 600, 1, 2.0)], 16)
     with pytest.raises(ValueError, match="train_length"):
         budget_runs_frame([], 0)
+
+
+def _variant_run(variant: str, seed: int, perplexities: dict[int, float], **extra) -> dict:
+    return {"variant": variant, "seed": seed, "kind": "trained",
+            "evaluations": [{"eval_length": L, "perplexity": p}
+                            for L, p in perplexities.items()],
+            "provenance": {"device": "cpu", "torch_version": "2.13.0+cpu",
+                           "git_commit": f"{seed}abcdef0123", "date_utc": f"2026-12-0{seed + 1}T05"},
+            **extra}
+
+
+def test_variant_runs_pool_seeds_tabulate_and_describe() -> None:
+    from posenc_book.stored import VariantRuns
+
+    runs = VariantRuns([
+        _variant_run("rope", 0, {128: 5.0, 512: 9.0}, train_config={"seq_len": 128}),
+        _variant_run("rope", 1, {128: 7.0, 512: 11.0}),
+        _variant_run("nope", 1, {128: 8.0, 512: 8.5}),
+    ])
+    assert runs.lengths == [128, 512]
+    assert runs.perplexity("rope", 128) == 6.0 and runs.perplexity("rope", 512, 1) == 11.0
+    assert runs.seeds("rope") == [0, 1] and runs.seeds("rope", "nope") == [1]
+    assert runs.known({"nope": "NoPE", "alibi": "ALiBi"}) == {"nope": "NoPE"}
+    assert runs.train_config("rope") == {"seq_len": 128}
+    assert runs.curves({"rope": "RoPE", "alibi": "ALiBi"}) == {"RoPE": {128: 6.0, 512: 10.0}}
+    table = runs.table({"nope": "NoPE", "rope": "RoPE", "alibi": "ALiBi"}, lengths=(128,))
+    assert list(table.index) == ["NoPE", "RoPE"]
+    assert list(table.columns) == ["PPL, L = 128", "seeds"]
+    assert list(table["PPL, L = 128"]) == ["8.00", "6.00 (5.00–7.00)"]
+    assert list(table["seeds"]) == [1, 2]
+    assert runs.describe() == ("3 stored runs, 2 variants, seeds [0, 1]; lengths [128, 512]\n"
+                               "run on cpu, torch 2.13.0+cpu, commit 0abcdef/1abcdef, "
+                               "2026-12-01 to 2026-12-02")
+
+
+def test_variant_runs_reject_what_they_cannot_read() -> None:
+    from posenc_book.stored import VariantRuns
+
+    with pytest.raises(ValueError, match="at least one"):
+        VariantRuns([])
+    with pytest.raises(ValueError, match=r"runs \[0\]"):
+        VariantRuns([{"run": {"scheme": "rope"}, "evaluations": []}])
+    runs = VariantRuns([_variant_run("nope", 0, {128: 8.0})])
+    with pytest.raises(ValueError, match="'alibi'"):
+        runs.perplexity("alibi", 128)
+    with pytest.raises(ValueError, match="'alibi'"):
+        runs.seeds("nope", "alibi")
+    with pytest.raises(ValueError, match="at least one variant"):
+        runs.seeds()
+    with pytest.raises(ValueError, match="train_config"):
+        runs.train_config("nope")

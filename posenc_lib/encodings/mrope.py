@@ -242,3 +242,34 @@ def apply_mrope(x: Tensor, positions: Tensor, *, base: float | None = None,
     if factor != 1.0:
         cos, sin = cos * factor, sin * factor
     return rotate_pairs(x, cos, sin, interleaved=False)
+
+
+def mrope_scores(q: Tensor, k: Tensor, positions: Tensor, **options) -> Tensor:
+    """Attention scores of M-RoPE-rotated queries and keys, q′ · k′ (not divided by √d).
+
+    Each pair sees one axis, so the scores depend on the offsets p_a(t) − p_a(s) per axis:
+    shifting every token by the same amount on each axis leaves them unchanged (up to
+    float32 rounding), and text positions (the same on every axis) give RoPE's scores.
+
+    Args:
+        q, k: ``[batch, heads, seq, head_dim]``, any float dtype.
+        positions: integer ``[axes, seq]`` or ``[axes, batch, seq]``, shared by q and k.
+        **options: ``base``, ``section``, ``layout``, ``rope_scaling``,
+            ``max_position_embeddings``, as :func:`apply_mrope`.
+
+    Returns:
+        ``[batch, heads, seq, seq]``: entry (t, s) is q′_t · k′_s.
+
+    Raises:
+        ValueError: as :func:`apply_mrope`.
+
+    Example:
+        >>> q, k = torch.randn(2, 1, 1, 3, 8).unbind(0)
+        >>> p = torch.tensor([[0, 1, 2], [0, 0, 1], [0, 1, 0]])
+        >>> gap = mrope_scores(q, k, p, section=[2, 1, 1]) - mrope_scores(
+        ...     q, k, p + torch.tensor([[5], [2], [7]]), section=[2, 1, 1])
+        >>> bool(gap.abs().max() < 1e-5)
+        True
+    """
+    return (apply_mrope(q, positions, **options)
+            @ apply_mrope(k, positions, **options).transpose(-1, -2))

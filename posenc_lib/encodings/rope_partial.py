@@ -139,3 +139,41 @@ def dimension_frequencies(head_dim: int, base: float, fraction: float,
     half = head_dim // 2
     out[:kept], out[half:half + kept] = theta, theta
     return out
+
+
+def pair_turns(head_dim: int, base: float, fraction: float, form: str,
+               context_length: int) -> dict[str, int | float]:
+    """How many of the rotating pairs complete a full turn within a context (chapter 14).
+
+    Pair i turns through (L − 1)·θ_i radians across a window of L positions; it completes
+    a turn when (L − 1)·θ_i ≥ 2π. A pair that never does is one whose angles past L were
+    never seen (chapter 10's critical pair is the fastest of them).
+
+    Args:
+        head_dim, base, fraction, form: as :func:`dimension_frequencies`.
+        context_length: L, the window (positions), ≥ 2.
+
+    Returns:
+        ``{"rotating pairs": n, "complete a turn": k, "never do": n − k,
+        "slowest θ": min θ_i}`` (radians per position): three ints and a float.
+
+    Raises:
+        ValueError: for a context_length below 2, and as :func:`dimension_frequencies`.
+
+    Example:
+        A quarter of a 16-wide head, base 1e4, over 128 positions: GPT-NeoX's two pairs
+        turn at θ = 1 and 1e4^(−1/2) = 0.01, and only the first completes a turn.
+
+        >>> pair_turns(16, 10000.0, 0.25, "neox", 128)
+        {'rotating pairs': 2, 'complete a turn': 1, 'never do': 1, 'slowest θ': 0.01}
+    """
+    if isinstance(context_length, bool) or not isinstance(context_length, int) \
+            or context_length < 2:
+        raise ValueError(f"context_length must be an integer >= 2, got "
+                         f"context_length={context_length!r}")
+    freqs = dimension_frequencies(head_dim, base, fraction, form)
+    theta = freqs[freqs > 0].unique()  # one frequency per rotating pair
+    full_turn = (context_length - 1) * theta >= 2 * math.pi
+    return {"rotating pairs": len(theta), "complete a turn": int(full_turn.sum()),
+            "never do": int((~full_turn).sum()),
+            "slowest θ": theta.min().item()}
