@@ -380,3 +380,78 @@ def value_span(low: float, high: float, digits: int = 3) -> str:
         raise ValueError(f"low must not be above high, got low={low}, high={high}")
     low_text, high_text = f"{low:#.{digits}g}", f"{high:#.{digits}g}"
     return low_text if low_text == high_text else f"{low_text}–{high_text}"
+
+
+def scheme_table(values, value: str | None = None, *, name: str = "scheme",
+                 columns: str | None = None, digits: int | None = None,
+                 missing=float("nan")) -> pd.DataFrame:
+    """One row per scheme, by display name, one column per key of the rows' mappings.
+
+    Args:
+        values: scheme → {column key: cell}, the rows in this order (schemes of
+            :data:`~posenc_book.schemes.SCHEME_STYLE` are shown by their display names,
+            others as they are); the columns in the order their keys first appear.
+            A cell is a number, a text, or an object with the attribute ``value``.
+        value: the attribute read from every cell (e.g. ``"perplexity"`` of an
+            evaluation result); None takes the cells as they are.
+        name: the name of the index (the header of the scheme column).
+        columns: the name of the columns (e.g. ``"L (bytes)"``), or None.
+        digits: decimals the numbers are rounded to (``DataFrame.round``), or None.
+        missing: the cell of a scheme with no value in a column: NaN, or a text
+            such as ``"—"``.
+
+    Returns:
+        A DataFrame indexed by the display names.
+
+    Raises:
+        ValueError: for an empty ``values``.
+
+    Example:
+        >>> scheme_table({"rope": {128: 6.8, 256: 8.0}, "learned": {128: 11.2}}).loc[
+        ...     "Learned"].tolist()
+        [11.2, nan]
+    """
+    from posenc_book.schemes import scheme_label
+
+    if not values:
+        raise ValueError("values must hold at least one scheme, got an empty mapping")
+    keys = list(dict.fromkeys(key for row in values.values() for key in row))
+    cell = (lambda c: getattr(c, value)) if value else (lambda c: c)
+    frame = pd.DataFrame(
+        {key: [cell(row[key]) if key in row else missing for row in values.values()]
+         for key in keys},
+        index=pd.Index([scheme_label(s) for s in values], name=name))
+    if columns is not None:
+        frame = frame.rename_axis(columns=columns)
+    return frame if digits is None else frame.round(digits)
+
+
+def ngram_bracket(value: float, levels) -> str:
+    """Which two n-gram tables' perplexities bracket ``value``: ``"3-gram … 2-gram"``.
+
+    Args:
+        value: a perplexity (no unit).
+        levels: n → the perplexity of the order-n table on the same text, orders
+            1, 2, … (each order below the one before it, as counting tables are).
+
+    Returns:
+        ``"{n+1}-gram … {n}-gram"`` where order n+1 is below ``value`` and order n above
+        it; ``"below {N}-gram"`` under the highest order N, ``"above {1}-gram"`` over the
+        lowest.
+
+    Raises:
+        ValueError: for empty ``levels``.
+
+    Example:
+        >>> ngram_bracket(9.0, {1: 21.8, 2: 11.8, 3: 7.4})
+        '3-gram … 2-gram'
+    """
+    if not levels:
+        raise ValueError("levels must hold at least one n-gram order, got none")
+    orders = sorted(levels)
+    for low, high in zip(orders, orders[1:]):
+        if levels[high] < value < levels[low]:
+            return f"{high}-gram … {low}-gram"
+    if value < levels[orders[-1]]:
+        return f"below {orders[-1]}-gram"
+    return f"above {orders[0]}-gram"

@@ -824,6 +824,100 @@ def spread(values) -> str:
     return f"{values.median():.2f} ({values.min():.2f}–{values.max():.2f})"
 
 
+def span(values, digits: int = 1) -> tuple[float, float]:
+    """``(lowest, highest)`` of a series of values (e.g. one per run), each rounded to
+    ``digits`` decimals: ``span(pd.Series([2.34, 8.57]))`` is ``(2.3, 8.6)``.
+
+    Args:
+        values: a ``pandas.Series`` (or anything with ``min()`` and ``max()``).
+        digits: decimals kept (``round``; 0 keeps whole numbers as floats).
+
+    Raises:
+        ValueError: for an empty series.
+    """
+    if len(values) == 0:
+        raise ValueError("values must hold at least one value, got an empty series")
+    return round(values.min(), digits), round(values.max(), digits)
+
+
+def run_reader(frame, value: str, *keys: str, **fixed):
+    """A reader of one value per run from a :func:`benchmark_rows` table: ``read(*wanted)``
+    is :func:`per_run` of the rows whose ``keys`` columns hold ``wanted`` (in order) and
+    whose ``fixed`` columns hold the values given; keywords of ``read`` override ``fixed``,
+    and ``read(..., value="other_column")`` reads another column.
+
+    Example: ``fraction = run_reader(rows, "cpu_fraction", "variant", "dtype",
+    dtype="float32")``, then ``fraction(LIB)`` (float32), ``fraction(LIB, "bfloat16")``
+    and ``fraction(LIB, value="page_faults")``.
+
+    Args:
+        frame: a table with a ``run`` column.
+        value: the column read by default.
+        keys: the columns given positionally, in order.
+        fixed: column → the value it holds unless a call says otherwise.
+
+    Returns:
+        ``read(*wanted, value=value, **where) -> pandas.Series`` indexed by ``run``.
+
+    Raises:
+        KeyError: for a column (``value``, a key, a fixed one) the table does not have;
+            ``read`` raises TypeError for more values than ``keys``.
+    """
+    missing = [c for c in ("run", value, *keys, *fixed) if c not in frame.columns]
+    if missing:
+        raise KeyError(f"frame has no column {missing[0]!r}; it has {list(frame.columns)}")
+
+    def read(*wanted, value: str = value, **where):
+        if len(wanted) > len(keys):
+            raise TypeError(f"read takes at most {len(keys)} values ({', '.join(keys)}), "
+                            f"got {len(wanted)}")
+        return per_run(frame, value, **{**fixed, **dict(zip(keys, wanted)), **where})
+
+    return read
+
+
+def run_times(runs: Mapping[str, list[dict]]):
+    """When each stored run started and ended (:func:`run_time`), by suite and run number.
+
+    Args:
+        runs: suite → its records as :func:`stored_benchmark_runs` returns them; run N
+            is ``records[N - 1]`` (as in :func:`benchmark_rows`).
+
+    Returns:
+        ``(start, end)``: two ``pandas.Series`` of UTC timestamps indexed by
+        (``suite``, ``run``), e.g. ``end["rope", 1] < start["attention", 1]``.
+    """
+    import pandas as pd
+
+    index = pd.MultiIndex.from_tuples(
+        [(suite, i + 1) for suite, records in runs.items() for i in range(len(records))],
+        names=["suite", "run"])
+    records = [record for records in runs.values() for record in records]
+    return (pd.Series([run_time(r) for r in records], index=index, name="start"),
+            pd.Series([run_time(r, end=True) for r in records], index=index, name="end"))
+
+
+def benchmark_provenance(runs: Mapping[str, list[dict]]):
+    """:func:`run_provenance` of every stored run, one row each, by suite and run.
+
+    Args:
+        runs: suite → its labelled records (:func:`stored_benchmark_runs`).
+
+    Returns:
+        ``pandas.DataFrame`` indexed by (``suite``, ``run``: the number in the label),
+        with the columns ``started (UTC)``, ``threads``, ``load average`` and
+        ``library at``.
+
+    Raises:
+        ValueError: as :func:`run_provenance`.
+    """
+    import pandas as pd
+
+    return pd.DataFrame(
+        [{"suite": suite, **run_provenance(r)} for suite, rs in runs.items() for r in rs]
+    ).set_index(["suite", "run"])
+
+
 def _cpu_model() -> str | None:
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():

@@ -337,6 +337,59 @@ def test_run_provenance_and_spread() -> None:
     assert spread(pd.Series([1, 2, 4])) == "2.00 (1.00–4.00)"
 
 
+def test_span_rounds_the_lowest_and_highest_value() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import span
+
+    assert span(pd.Series([2.34, 8.57, 5.0])) == (2.3, 8.6)
+    assert span(pd.Series([0.987, 1.013]), 2) == (0.99, 1.01)
+    with pytest.raises(ValueError, match="values"):
+        span(pd.Series([], dtype=float))
+
+
+def test_run_reader_reads_one_value_per_run_with_fixed_and_positional_columns() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import run_reader
+
+    rows = pd.DataFrame({"run": [2, 1, 1, 2, 1], "variant": ["a", "a", "b", "b", "a"],
+                         "dtype": ["f32", "f32", "f32", "f32", "bf16"],
+                         "x": [2.0, 1.0, 3.0, 4.0, 5.0], "y": [20, 10, 30, 40, 50]})
+    read = run_reader(rows, "x", "variant", "dtype", dtype="f32")
+    assert read("a").tolist() == [1.0, 2.0] and list(read("a").index) == [1, 2]
+    assert read("a", "bf16").tolist() == [5.0]
+    assert read("b", value="y").tolist() == [30, 40]
+    assert read(dtype="bf16").tolist() == [5.0]  # no key given: every variant
+    with pytest.raises(TypeError, match="at most 2"):
+        read("a", "f32", "extra")
+    with pytest.raises(KeyError, match="'z'"):
+        run_reader(rows, "z", "variant")
+
+
+def test_run_times_and_provenance_by_suite_and_run() -> None:
+    import pandas as pd
+
+    from posenc_lib.measure import benchmark_provenance, run_times
+
+    def record(n: int, minute: int) -> dict:
+        return {"label": f"series B, run {n} of 2, library at 1a2b3c4",
+                "load_average_end": [2.0], "written_utc": pd.Timestamp(
+                    f"2026-12-02T04:{minute + 5:02d}:00Z"),
+                "environment": {"date_utc": f"2026-12-02T04:{minute:02d}:00+00:00",
+                                "torch_threads": 1, "load_average": [1.0]}}
+
+    runs = {"rope": [record(1, 0), record(2, 10)], "model": [record(1, 3)]}
+    start, end = run_times(runs)
+    assert start["rope", 2] == pd.Timestamp("2026-12-02T04:10:00Z")
+    assert end["model", 1] == pd.Timestamp("2026-12-02T04:08:00Z")
+    assert list(start.index) == [("rope", 1), ("rope", 2), ("model", 1)]
+    table = benchmark_provenance(runs)
+    assert table.index.names == ["suite", "run"] and len(table) == 3
+    assert table.loc[("rope", 2), "started (UTC)"] == "2026-12-02 04:10"
+    assert list(table.columns) == ["started (UTC)", "threads", "load average", "library at"]
+
+
 def test_cpu_time_fractions_divide_by_the_reference_of_the_same_run_and_dtype() -> None:
     import pandas as pd
 

@@ -511,3 +511,18 @@ def test_seed_table_holds_one_value_per_scheme_and_seed() -> None:
         experiments.seed_table(frame, 2, "ppl")
     with pytest.raises(ValueError, match="multiple=16"):
         experiments.seed_table(frame, 16)
+
+
+def test_seed_table_rows_by_several_columns_in_a_given_order() -> None:
+    import pandas as pd
+
+    runs = [_fake_run("rope", 0, {"nonoverlapping": {128: 7.0, 256: 14.0}}),
+            _fake_run("alibi", 0, {"nonoverlapping": {128: 8.0, 256: 8.0}})]
+    frame = experiments.results_frame(runs).assign(start="std 1")
+    order = pd.MultiIndex.from_product([["rope", "alibi"], ["std 1", "std 0.02"]])
+    table = experiments.seed_table(frame, 2, index=["scheme", "start"], order=order)
+    assert list(table.index) == list(order)
+    assert table.loc[("rope", "std 1"), 0] == 2.0
+    assert table.loc[("alibi", "std 0.02")].isna().all()  # no such run: NaN
+    with pytest.raises(KeyError):
+        experiments.seed_table(frame, 2, index=["scheme", "no such column"])

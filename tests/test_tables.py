@@ -218,3 +218,34 @@ def test_passkey_seed_table_orders_schemes_and_marks_the_pooled_runs() -> None:
         passkey_seed_table(cells, 0, passkey_run_shares(cells, 8))
     with pytest.raises(ValueError, match="xpe"):
         passkey_seed_table(cells.replace("none", "xpe"), 8, passkey_run_shares(cells, 8))
+
+
+def test_scheme_table_rows_by_display_name_and_missing_cells() -> None:
+    from types import SimpleNamespace
+
+    from posenc_book.tables import scheme_table
+
+    table = scheme_table({"rope": {128: 6.812, 256: 7.97}, "learned": {128: 11.24}},
+                         columns="L (bytes)", digits=1)
+    assert list(table.index) == ["RoPE", "Learned"] and table.index.name == "scheme"
+    assert list(table.columns) == [128, 256] and table.columns.name == "L (bytes)"
+    assert table.loc["RoPE", 128] == 6.8 and pd.isna(table.loc["Learned", 256])
+    results = {"alibi": {128: SimpleNamespace(perplexity=8.04)}}
+    assert scheme_table(results, "perplexity").loc["ALiBi", 128] == 8.04
+    text = scheme_table({"none": {"a": "x", "b": "y"}, "t5": {"a": "z"}}, name="n",
+                        missing="—")
+    assert text.loc["T5 bias", "b"] == "—" and text.index.name == "n"
+    with pytest.raises(ValueError, match="values"):
+        scheme_table({})
+
+
+def test_ngram_bracket_names_the_two_tables_around_a_value() -> None:
+    from posenc_book.tables import ngram_bracket
+
+    levels = {1: 21.8, 2: 11.8, 3: 7.4, 4: 5.5, 5: 5.3}
+    assert ngram_bracket(9.0, levels) == "3-gram … 2-gram"
+    assert ngram_bracket(6.8, levels) == "4-gram … 3-gram"
+    assert ngram_bracket(5.0, levels) == "below 5-gram"
+    assert ngram_bracket(26.5, levels) == "above 1-gram"
+    with pytest.raises(ValueError, match="levels"):
+        ngram_bracket(1.0, {})

@@ -700,21 +700,29 @@ def press_table(results: Iterable[dict], label: str) -> pd.DataFrame:
 
 
 def seed_table(frame: pd.DataFrame, multiple: float, values: str = "ratio",
-               protocol: str = "nonoverlapping") -> pd.DataFrame:
+               protocol: str = "nonoverlapping", *, index: str | list[str] = "scheme",
+               order=None) -> pd.DataFrame:
     """One value per scheme and seed at one evaluation length, from :func:`results_frame`.
 
     Args:
-        frame: :func:`results_frame` of some runs.
+        frame: :func:`results_frame` of some runs (with any columns added, e.g. the
+            token-embedding start of each run).
         multiple: L / L_train of the evaluation (1 for L_train, 16 for 16 L_train).
         values: the column to show: ``"ratio"``, ``"perplexity"`` or ``"bits_per_byte"``.
         protocol: ``"nonoverlapping"`` or ``"sliding"``.
+        index: the column, or columns, naming a row: ``"scheme"``, or e.g.
+            ``["scheme", "start"]``.
+        order: the row keys to show, in this order (a list, or a ``pandas.MultiIndex``
+            for several index columns; a key with no run gives a row of NaN); by
+            default every key, sorted.
 
     Returns:
-        A DataFrame indexed by ``scheme``, one column per ``seed`` (sorted).
+        A DataFrame indexed by ``index``, one column per ``seed`` (sorted).
 
     Raises:
         ValueError: for an unknown ``values`` column, or no row at ``multiple`` under
             ``protocol``.
+        KeyError: for an ``index`` column the frame does not have.
     """
     if values not in ("ratio", "perplexity", "bits_per_byte"):
         raise ValueError(f"values must be 'ratio', 'perplexity' or 'bits_per_byte', "
@@ -723,4 +731,5 @@ def seed_table(frame: pd.DataFrame, multiple: float, values: str = "ratio",
     if rows.empty:
         raise ValueError(f"no evaluation at multiple={multiple} under "
                          f"protocol={protocol!r}")
-    return rows.pivot_table(index="scheme", columns="seed", values=values)
+    table = rows.pivot_table(index=index, columns="seed", values=values)
+    return table if order is None else table.reindex(order)
