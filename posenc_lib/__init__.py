@@ -168,7 +168,7 @@ from posenc_lib.training.evaluate import (
     per_position_nll,
     swap_cost,
 )
-from posenc_lib.training.store import fine_tune_cached, train_cached
+from posenc_lib.training.store import fine_tune_cached, recall_mix_cached, train_cached
 from posenc_lib.training.scales import describe_scale, get_scale, Scale, SCALES
 from posenc_lib.training.train import (
     fine_tune,
@@ -244,10 +244,14 @@ from posenc_lib.tasks.recall import (
     passkey_recall_config,
     recall_accuracy,
     recall_loss,
+    recall_mix_batches,
     recall_training_batch,
     RecallConfig,
+    RecallMixConfig,
+    RecallStage,
     RecallTemplate,
     sample_recall_windows,
+    train_recall_mix,
 )
 from posenc_lib.tasks.retrieval import (
     byte_encode,
@@ -674,8 +678,12 @@ __all__ = [
     "read_long_context_runs",
     "recall_accuracy",
     "recall_loss",
+    "recall_mix_batches",
+    "recall_mix_cached",
     "recall_training_batch",
     "RecallConfig",
+    "RecallMixConfig",
+    "RecallStage",
     "RecallTemplate",
     "recomputed_logits",
     "relative_gain",
@@ -780,6 +788,7 @@ __all__ = [
     "traffic_table",
     "train",
     "train_cached",
+    "train_recall_mix",
     "TrainConfig",
     "TrainedRowDistance",
     "TrainRecord",

@@ -68,12 +68,16 @@ def test_fine_tune_cached_trains_once_and_keys_on_every_setting(tmp_path,
 KEYS_SCRIPT = """
 import json
 from posenc_lib import FineTuneConfig, ModelConfig, TrainConfig
-from posenc_lib.training.store import cache_key, fine_tune_cache_key, passkey_mix_cache_key
+from posenc_lib.training.store import (cache_key, fine_tune_cache_key, passkey_mix_cache_key,
+                                      recall_mix_cache_key)
+from posenc_lib.tasks.recall import RecallConfig, RecallMixConfig, RecallStage
 from posenc_lib.tasks.retrieval import PasskeyMixConfig
 rope = TrainConfig(model=ModelConfig(position="rope", d_model=32, num_layers=1, num_heads=2),
                    seq_len=32, batch_size=4, steps=3)
 print(json.dumps([cache_key(rope, "cpu"), passkey_mix_cache_key(PasskeyMixConfig(rope, 0.25),
-                  "cpu"), fine_tune_cache_key(FineTuneConfig(rope, 64, 2, 2, 1e-3), "cpu")]))
+                  "cpu"), fine_tune_cache_key(FineTuneConfig(rope, 64, 2, 2, 1e-3), "cpu"),
+                  recall_mix_cache_key(RecallMixConfig(rope, (RecallStage(RecallConfig(num_keys=1), 3),)),
+                                       "cpu")]))
 """
 
 
@@ -91,7 +95,7 @@ def _keys_of_library_at(root: Path) -> list[str]:
 
 def test_a_comment_or_docstring_edit_leaves_every_key_unchanged(tmp_path) -> None:
     """The library copied, then a comment and a docstring line added to every module that
-    builds or trains a model: the three kinds of key stay the same."""
+    builds or trains a model: the four kinds of key stay the same."""
     import shutil
 
     import posenc_lib
@@ -106,7 +110,7 @@ def test_a_comment_or_docstring_edit_leaves_every_key_unchanged(tmp_path) -> Non
         module.write_text(text.replace('"""', '"""An edited docstring. ', 1)
                           + "\n# an edited comment\n")
     assert _keys_of_library_at(tmp_path) == before
-    assert len(set(before)) == 3
+    assert len(set(before)) == 4
 
 
 def test_key_follows_the_config_the_corpus_and_the_training_version(monkeypatch) -> None:
@@ -120,6 +124,20 @@ def test_key_follows_the_config_the_corpus_and_the_training_version(monkeypatch)
     monkeypatch.undo()
     monkeypatch.setattr(cache, "corpus_digest", lambda name: "the same name, other bytes")
     assert cache_key(TINY, "cpu") != key
+    monkeypatch.undo()
+
+
+def test_recall_mix_key_follows_the_curriculum() -> None:
+    from posenc_lib.tasks.recall import RecallConfig, RecallMixConfig, RecallStage
+    from posenc_lib.training.store import recall_mix_cache_key
+
+    base = TrainConfig(**{**TINY.__dict__, "seq_len": 64, "steps": 4})
+    one = (RecallStage(RecallConfig(num_keys=1), 4),)
+    two = (RecallStage(RecallConfig(num_keys=1), 2), RecallStage(RecallConfig(num_keys=2, distractors=1), 2))
+    key = recall_mix_cache_key(RecallMixConfig(base, one), "cpu")
+    assert recall_mix_cache_key(RecallMixConfig(base, one), "cpu") == key
+    assert recall_mix_cache_key(RecallMixConfig(base, two), "cpu") != key
+    assert recall_mix_cache_key(RecallMixConfig(base, one, repeat_fraction=0.0), "cpu") != key
 
 
 def test_corpus_digest_identifies_the_shipped_files() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -14,16 +15,20 @@ from torch import nn
 from posenc_lib.model.transformer import ModelConfig, TransformerLM
 from posenc_lib.tasks.recall import (
     RecallConfig,
+    RecallMixConfig,
+    RecallStage,
     RecallTemplate,
     make_recall_window,
     passkey_recall_config,
     recall_accuracy,
     recall_loss,
+    recall_mix_batches,
     recall_training_batch,
     sample_recall_windows,
 )
 from posenc_lib.tasks.retrieval import MARKED_TEMPLATE, byte_encode, make_passkey
-from posenc_lib.training.data import load_corpus
+from posenc_lib.training.data import load_corpus, sample_batch
+from posenc_lib.training.train import TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -288,3 +293,48 @@ def test_bad_windows_name_the_argument(text) -> None:
     with pytest.raises(ValueError, match="answer_weight"):
         recall_loss(torch.zeros(1, 2, 256), torch.zeros(1, 2, dtype=torch.long),
                     torch.zeros(1, 2, dtype=torch.bool), answer_weight=-1.0)
+
+
+TINY_BASE = TrainConfig(model=ModelConfig("rope", d_model=16, num_layers=1, num_heads=2), seq_len=128,
+                        batch_size=8, steps=5)
+CURRICULUM = (RecallStage(RecallConfig(num_keys=1), 2),
+              RecallStage(RecallConfig(num_keys=2, num_queries=2, distractors=1), 3))
+
+
+def test_recall_mix_batches_follow_the_curriculum(text) -> None:
+    """Rows 0–3 are recall windows of the stage's task (answers masked), rows 4–5 repeat
+    windows, rows 6–7 the base run's text; the stage changes after its steps, and the
+    source ends after base.steps batches."""
+    config = RecallMixConfig(TINY_BASE, CURRICULUM, fraction=0.5, repeat_fraction=0.25, answer_weight=2.0)
+    assert (config.recall_rows(), config.repeat_rows()) == (4, 2)
+    assert config.describe() == "1k0d×2 → 2k1d×3"
+    batches = list(recall_mix_batches(config, text, torch.Generator().manual_seed(0), random.Random(0)))
+    assert len(batches) == 5
+    plain = torch.Generator().manual_seed(0)
+    for step, (inputs, targets, answer) in enumerate(batches):
+        queries = 1 if step < 2 else 2
+        assert inputs.shape == targets.shape == (8, 128)
+        assert torch.equal(inputs[:, 1:], targets[:, :-1])
+        assert answer.weight == 2.0 and answer.rows == 4
+        assert answer.mask.sum(1).tolist() == [4 * queries] * 4
+        for row in inputs[:4]:
+            assert len(STATEMENT.findall(as_bytes(row))) == (1 if step < 2 else 4)  # 2 keys + 2 near misses
+        for row in torch.cat([inputs[4:6], targets[4:6, -1:]], 1):
+            assert torch.equal(row[:64], row[65:])  # a chunk of 65, then itself (cut to 129)
+        text_inputs, _ = sample_batch(text, 8, 128, plain)
+        assert torch.equal(inputs[6:], text_inputs[6:])
+
+
+def test_recall_mix_config_names_the_argument() -> None:
+    with pytest.raises(ValueError, match="stages must sum to base.steps=5, got 2"):
+        RecallMixConfig(TINY_BASE, CURRICULUM[:1])
+    with pytest.raises(ValueError, match="stages must hold"):
+        RecallMixConfig(TINY_BASE, ())
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        RecallStage(RecallConfig(), 0)
+    with pytest.raises(ValueError, match="stages: a window"):
+        RecallMixConfig(replace(TINY_BASE, seq_len=16), CURRICULUM)
+    for kwargs, name in (({"fraction": 0.0}, "fraction"), ({"repeat_fraction": 0.6}, "repeat_fraction"),
+                         ({"answer_weight": -1.0}, "answer_weight")):
+        with pytest.raises(ValueError, match=name):
+            RecallMixConfig(TINY_BASE, CURRICULUM, **kwargs)

@@ -41,6 +41,23 @@ def test_fit_checks_its_batches_and_the_answer_term() -> None:
                 {"rows": 1, "tokens": 5, "weight": -1.0}):
         with pytest.raises(ValueError, match="AnswerLoss needs"):
             AnswerLoss(**bad)
+    with pytest.raises(ValueError, match="mask must be bool"):
+        AnswerLoss(rows=2, tokens=1, weight=1.0, mask=torch.ones(3, 8, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask must be bool"):
+        AnswerLoss(rows=2, tokens=1, weight=1.0, mask=torch.ones(2, 8))
+
+
+def test_answer_term_by_mask_equals_the_tail_term_on_the_same_targets() -> None:
+    """A mask marking the last k targets of the first rows gives the tail term exactly; an
+    empty mask adds nothing."""
+    nll = torch.rand(4, 10, generator=torch.Generator().manual_seed(0))
+    mask = torch.zeros(2, 10, dtype=torch.bool)
+    mask[:, -3:] = True
+    tail = AnswerLoss(rows=2, tokens=3, weight=0.5).term(nll)
+    assert torch.equal(AnswerLoss(rows=2, tokens=1, weight=0.5, mask=mask).term(nll), tail)
+    assert torch.equal(tail, 0.5 * nll[:2, -3:].mean())
+    empty = AnswerLoss(rows=2, tokens=1, weight=0.5, mask=torch.zeros(2, 10, dtype=torch.bool))
+    assert empty.term(nll).item() == 0.0
 
 
 def test_answer_term_adds_to_the_gradient_not_to_the_reported_loss() -> None:

@@ -54,14 +54,17 @@ from __future__ import annotations
 import math
 import random
 import string
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc_lib.tasks.retrieval import PasskeyTemplate
+from posenc_lib.model.transformer import TransformerLM
+from posenc_lib.tasks.retrieval import PasskeyTemplate, repeat_training_windows
+from posenc_lib.training.data import load_corpus, sample_batch
+from posenc_lib.training.train import AnswerLoss, Batch, TrainConfig, TrainRecord, fit, make_optimizer
 
 ROLES = ("queried", "chain", "distractor", "other")
 """A needle's role: the statement that names a queried key; an earlier link of its chain
@@ -568,8 +571,8 @@ def recall_loss(logits: Tensor, targets: Tensor, answer_mask: Tensor, answer_wei
         raise ValueError(f"answer_weight must be >= 0, got answer_weight={answer_weight}")
     nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, L)
     loss = nll.mean()
-    if answer_weight > 0 and answer_mask.any():
-        loss = loss + answer_weight * nll[answer_mask].mean()
+    if answer_weight > 0:
+        loss = loss + AnswerLoss(targets.shape[0], 1, answer_weight, answer_mask).term(nll)
     return loss
 
 
@@ -652,3 +655,156 @@ def recall_accuracy(model: nn.Module, windows: Sequence[RecallWindow], *, batch_
                      "byte_accuracy": g["right_bytes"] / g["bytes"],
                      "distractor_answers": g["distractor_answers"]})
     return rows
+
+
+# ----------------------------------------------------------------------------------------
+# Training with recall windows in the mixture, task by task (a curriculum)
+
+
+@dataclass(frozen=True)
+class RecallStage:
+    """One stage of a curriculum: ``steps`` optimiser steps whose recall windows are of
+    task ``task``.
+
+    Raises:
+        ValueError: for ``steps`` below 1.
+    """
+
+    task: RecallConfig
+    steps: int
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got steps={self.steps}")
+
+
+@dataclass(frozen=True)
+class RecallMixConfig:
+    """A training run whose batches mix text windows, recall windows and repeat windows,
+    with the recall task changing stage by stage (a curriculum, e.g. one key, then two
+    keys with a distractor, then four keys with two distractors).
+
+    Every step draws the base run's text batch (the same generator as
+    :func:`~posenc_lib.training.train.train`); its first ``round(fraction × batch_size)``
+    rows are replaced by recall windows of the current stage's task
+    (:func:`recall_training_batch`: L_train + 1 tokens, uniform depths, text from the
+    training split), the next ``round(repeat_fraction × batch_size)`` by repeat windows
+    (:func:`~posenc_lib.tasks.retrieval.repeat_training_windows`: a text chunk, then the
+    same chunk: they teach copying, which chapter 12's passkey recipe needed). The loss is
+    the batch's mean next-token loss plus ``answer_weight`` × the mean loss of the recall
+    answers' bytes. The learning-rate schedule spans the whole run (one warm-up, one cosine
+    decay), so a stage boundary changes the data only.
+
+    Attributes:
+        base: the :class:`~posenc_lib.training.train.TrainConfig` (model, L_train, budget,
+            seed, corpus); ``base.steps`` must equal the stages' steps summed.
+        stages: the curriculum, in order, ≥ 1 stage.
+        fraction: share of each batch's windows that are recall windows, in (0, 1].
+        repeat_fraction: share that are repeat windows, in [0, 1 − fraction].
+        answer_weight: w ≥ 0.
+
+    Raises:
+        ValueError: naming the argument out of range, and ``stages`` when their steps do
+            not sum to ``base.steps`` or a stage's windows do not fit in L_train + 1.
+    """
+
+    base: TrainConfig
+    stages: tuple[RecallStage, ...]
+    fraction: float = 0.5
+    repeat_fraction: float = 0.25
+    answer_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.stages:
+            raise ValueError("stages must hold at least one RecallStage, got stages=()")
+        total = sum(stage.steps for stage in self.stages)
+        if total != self.base.steps:
+            raise ValueError(f"stages must sum to base.steps={self.base.steps}, got {total} steps")
+        for stage in self.stages:
+            if stage.task.min_length() > self.base.seq_len + 1:
+                raise ValueError(f"stages: a window of {stage.task} needs {stage.task.min_length()} "
+                                 f"tokens, more than seq_len + 1 = {self.base.seq_len + 1}")
+        if not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"fraction must be in (0, 1], got fraction={self.fraction}")
+        if not 0.0 <= self.repeat_fraction <= 1.0 - self.fraction:
+            raise ValueError("repeat_fraction must be in [0, 1 - fraction], got "
+                             f"repeat_fraction={self.repeat_fraction}")
+        if not self.answer_weight >= 0:
+            raise ValueError(f"answer_weight must be >= 0, got answer_weight={self.answer_weight}")
+
+    @property
+    def model(self):
+        return self.base.model
+
+    def recall_rows(self) -> int:
+        """Recall windows per batch (at least one)."""
+        return max(1, round(self.fraction * self.base.batch_size))
+
+    def repeat_rows(self) -> int:
+        """Repeat windows per batch."""
+        return round(self.repeat_fraction * self.base.batch_size)
+
+    def to_dict(self) -> dict:
+        return {"base": self.base.to_dict(), "stages": [asdict(stage) for stage in self.stages],
+                "fraction": self.fraction, "repeat_fraction": self.repeat_fraction,
+                "answer_weight": self.answer_weight}
+
+    def describe(self) -> str:
+        """The curriculum in one line, e.g. ``1k0d×800 → 2k1d×800 → 4k2d×1600``
+        (keys, distractors, chain length when > 1, steps)."""
+        parts = []
+        for stage in self.stages:
+            t = stage.task
+            chain = f"c{t.chain_length}" if t.chain_length > 1 else ""
+            parts.append(f"{t.num_keys}k{t.distractors}d{chain}×{stage.steps}")
+        return " → ".join(parts)
+
+
+def recall_mix_batches(config: RecallMixConfig, tokens: Tensor, generator: torch.Generator,
+                       rng: random.Random) -> Iterator[Batch]:
+    """The batches of ``config``, one per step, for :func:`~posenc_lib.training.train.fit`.
+
+    Each batch is a text batch of ``config.base`` (drawn with ``generator`` from
+    ``tokens``) whose first :meth:`RecallMixConfig.recall_rows` rows are recall windows of
+    the current stage's task and the next :meth:`RecallMixConfig.repeat_rows` repeat
+    windows, both drawn with ``rng``; with ``answer_weight`` > 0 it carries an
+    :class:`~posenc_lib.training.train.AnswerLoss` whose mask marks the answer bytes.
+    Ends after ``base.steps`` batches.
+    """
+    base = config.base
+    rows, repeats = config.recall_rows(), config.repeat_rows()
+    for stage in config.stages:
+        for _ in range(stage.steps):
+            inputs, targets = sample_batch(tokens, base.batch_size, base.seq_len, generator)
+            recall = recall_training_batch(stage.task, base.seq_len, rows, rng, tokens)
+            inputs[:rows], targets[:rows] = recall.inputs, recall.targets
+            if repeats:
+                windows = repeat_training_windows(base.seq_len + 1, tokens, rng, repeats)
+                inputs[rows : rows + repeats] = windows[:, :-1]
+                targets[rows : rows + repeats] = windows[:, 1:]
+            answer = None
+            if config.answer_weight > 0:
+                answer = AnswerLoss(rows, 1, config.answer_weight, recall.answer_mask)
+            yield inputs, targets, answer
+
+
+def train_recall_mix(config: RecallMixConfig, device: torch.device | str = "cpu", *,
+                     progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+    """Train a fresh model on the text / recall / repeat mixture of ``config``: the same
+    initial weights, optimiser and schedule as :func:`~posenc_lib.training.train.train`
+    with ``config.base``; recall and repeat draws seeded by ``"recall-mix-{seed}"``.
+
+    Returns:
+        ``(model, record)``; the model is in eval mode on ``device``.
+    """
+    base = config.base
+    device = torch.device(device)
+    torch.manual_seed(base.seed)
+    model = TransformerLM(base.model).to(device)
+    tokens = load_corpus(base.corpus).train
+    batches = recall_mix_batches(config, tokens, torch.Generator().manual_seed(base.seed),
+                                 random.Random(f"recall-mix-{base.seed}"))
+    record = fit(model, batches, base, optimizer=make_optimizer(model, base, base.position_weight_decay),
+                 use_autocast=base.autocast_dtype == "bfloat16", device=device,
+                 desc=f"train {base.model.position} + recall ({config.describe()})", progress=progress)
+    return model, record

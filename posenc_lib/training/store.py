@@ -30,6 +30,7 @@ from posenc_lib.model.transformer import TransformerLM
 from posenc_lib.training.train import FineTuneConfig, TrainConfig, TrainRecord, fine_tune, train
 
 if TYPE_CHECKING:
+    from posenc_lib.tasks.recall import RecallMixConfig
     from posenc_lib.tasks.retrieval import PasskeyMixConfig
 
 TRAINING_VERSION = 1
@@ -84,7 +85,8 @@ def cached_model_path(config: TrainConfig, device: torch.device | str = "cpu") -
     return cache_dir() / f"{config.model.position}-{cache_key(config, device)}.pt"
 
 
-def _load_or_run(path: Path, config: TrainConfig | FineTuneConfig | PasskeyMixConfig, device: torch.device,
+def _load_or_run(path: Path, config: TrainConfig | FineTuneConfig | PasskeyMixConfig | RecallMixConfig,
+                 device: torch.device,
                  run: Callable[[], tuple[TransformerLM, TrainRecord]]) -> tuple[TransformerLM, TrainRecord]:
     """Load the ``(model, record)`` stored at ``path``, or make it with ``run()`` and store it.
 
@@ -173,3 +175,28 @@ def passkey_mix_cached(config: PasskeyMixConfig, device: torch.device | str = "c
     path = cache_dir() / f"passkey-{config.model.position}-{key}.pt"
     return _load_or_run(path, config, device,
                         lambda: train_passkey_mix(config, device, progress=progress))
+
+
+def recall_mix_cache_key(config: RecallMixConfig, device: torch.device | str) -> str:
+    """A hex key for (recall-mixture config with its curriculum, device type, corpus,
+    training version)."""
+    return _hash_key({"recall_mix": config.to_dict(), "device": torch.device(device).type},
+                     config.base.corpus)
+
+
+def recall_mix_cached(config: RecallMixConfig, device: torch.device | str = "cpu", *,
+                      progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+    """Return the model trained on the text / recall / repeat mixture of ``config``
+    (:func:`~posenc_lib.tasks.recall.train_recall_mix`), training only if no cached copy
+    exists.
+
+    Returns:
+        ``(model, record)``; the model is in eval mode.
+    """
+    from posenc_lib.tasks.recall import train_recall_mix  # recall imports train, not the store
+
+    device = torch.device(device)
+    key = recall_mix_cache_key(config, device)
+    path = cache_dir() / f"recall-{config.model.position}-{key}.pt"
+    return _load_or_run(path, config, device,
+                        lambda: train_recall_mix(config, device, progress=progress))

@@ -176,20 +176,42 @@ def make_optimizer(model: TransformerLM, config: Recipe,
 class AnswerLoss:
     """A term added to a batch's loss: ``weight`` × the mean next-token loss of the last
     ``tokens`` targets of the batch's first ``rows`` windows (the answers of passkey
-    windows, :func:`~posenc_lib.tasks.retrieval.passkey_mix_batches`).
+    windows, :func:`~posenc_lib.tasks.retrieval.passkey_mix_batches`), or, when ``mask``
+    is given, of the first ``rows`` windows' targets where ``mask`` is True (answers
+    spread over several queries, :func:`~posenc_lib.tasks.recall.recall_mix_batches`).
+
+    Attributes:
+        rows: windows that carry answers (the batch's first), ≥ 1.
+        tokens: answer targets at the end of each of those rows, ≥ 1 (unused with ``mask``).
+        weight: w ≥ 0.
+        mask: None, or bool ``[rows, seq]``: True where a target is an answer byte.
 
     Raises:
-        ValueError: for ``rows`` or ``tokens`` below 1, or a negative ``weight``.
+        ValueError: for ``rows`` or ``tokens`` below 1, a negative ``weight``, or a
+            ``mask`` that is not bool with ``rows`` rows.
     """
 
     rows: int
     tokens: int
     weight: float
+    mask: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.tokens < 1 or not self.weight >= 0:
             raise ValueError("AnswerLoss needs rows >= 1, tokens >= 1 and weight >= 0, got "
                              f"rows={self.rows}, tokens={self.tokens}, weight={self.weight}")
+        if self.mask is not None and (self.mask.dtype != torch.bool or self.mask.dim() != 2
+                                      or self.mask.shape[0] != self.rows):
+            raise ValueError(f"AnswerLoss mask must be bool [rows={self.rows}, seq], got "
+                             f"dtype={self.mask.dtype}, shape={tuple(self.mask.shape)}")
+
+    def term(self, nll: torch.Tensor) -> torch.Tensor:
+        """``weight`` × the mean of the answer targets' losses in ``nll`` (float
+        ``[batch, seq]``, nats); 0 when a mask selects no target."""
+        if self.mask is None:
+            return self.weight * nll[: self.rows, -self.tokens :].mean()
+        chosen = nll[: self.rows][self.mask.to(nll.device)]
+        return self.weight * chosen.mean() if chosen.numel() else nll.new_zeros(())
 
 
 Batch = tuple[torch.Tensor, torch.Tensor, AnswerLoss | None]
@@ -221,7 +243,7 @@ def training_step(model: TransformerLM, optimizer: torch.optim.Optimizer, inputs
     else:
         nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # [batch, seq]
         loss = nll.mean()
-        total = loss + answer.weight * nll[: answer.rows, -answer.tokens :].mean()
+        total = loss + answer.term(nll)
     optimizer.zero_grad(set_to_none=True)
     total.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
