@@ -1,0 +1,165 @@
+"""Make the runs stored in results/ci-recall/: multi-key recall with near-miss distractors
+at the ci scale, learned through a curriculum, measured on both of the book's metrics
+(recall accuracy and perplexity) from L_train to 16 × L_train (issue 38, item 1).
+
+Run from the repository root, one thread per process, CPU, e.g.
+
+    PYTHONPATH=. POSENC_DEVICE=cpu OMP_NUM_THREADS=1 \\
+        python tools/runs/ci_recall.py --schemes rope none alibi --seeds 0 1
+
+Each model is trained with :func:`posenc_lib.tasks.recall.train_recall_mix` (through the
+model cache) on the curriculum ``--plan`` (stages ``KkDd[cC]:STEPS``: K keys, D near-miss
+distractors per queried key, chain length C, one query), then measured:
+
+* recall: exact match per (L, depth of the queried statement, task) for L = 1, 2, 4, 8,
+  16 × L_train, five depths and the tasks of ``EVAL_TASKS``; ``--draws`` independent draws
+  of ``--windows`` windows each (window draws seeded by the draw, not the training seed);
+* perplexity: the test NLL (nats per byte) at every L, non-overlapping windows over the
+  first 16 384 test bytes (the sweep's protocol).
+
+``--rope-base`` sets the RoPE base (item 2's sweep). Each run writes one JSON file
+(configuration, results, provenance); finished runs are skipped.
+"""
+
+import argparse
+import dataclasses
+import re
+import time
+from pathlib import Path
+
+from posenc_lib import get_scale, load_corpus
+from posenc_lib.records import provenance, write_json_atomic
+from posenc_lib.tasks.recall import (
+    RecallConfig,
+    RecallMixConfig,
+    RecallStage,
+    recall_accuracy,
+    sample_recall_windows,
+)
+from posenc_lib.training.evaluate import evaluate_perplexity
+from posenc_lib.training.store import recall_mix_cache_key, recall_mix_cached
+
+OUT = Path(__file__).resolve().parents[2] / "results" / "ci-recall"
+CI = get_scale("ci")
+DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+DEFAULT_PLAN = "1k0d:1000,2k1d:1000,4k2d:1000"
+EVAL_TASKS = ("1k0d", "2k1d", "4k2d", "2k0dc2")
+NLL_TOKENS = 16384
+
+
+def task(code: str) -> RecallConfig:
+    """``KkDd[cC]``: K keys, D distractors per queried key, chain length C; one query."""
+    match = re.fullmatch(r"(\d+)k(\d+)d(?:c(\d+))?", code)
+    if match is None:
+        raise ValueError(f"a task is KkDd or KkDdcC (e.g. 4k2d, 2k0dc2), got {code!r}")
+    keys, distractors, chain = match.groups()
+    return RecallConfig(num_keys=int(keys), distractors=int(distractors), chain_length=int(chain or 1))
+
+
+def plan(text: str) -> tuple[RecallStage, ...]:
+    """``TASK:STEPS,TASK:STEPS,…`` as stages."""
+    stages = []
+    for part in text.split(","):
+        code, _, steps = part.partition(":")
+        stages.append(RecallStage(task(code), int(steps)))
+    return tuple(stages)
+
+
+def config_for(scheme: str, seed: int, args: argparse.Namespace) -> RecallMixConfig:
+    stages = plan(args.plan)
+    overrides = {} if args.rope_base is None else {"rope_base": args.rope_base}
+    base = dataclasses.replace(CI.train_config(scheme, seed, **overrides),
+                               steps=sum(s.steps for s in stages))
+    return RecallMixConfig(base, stages, fraction=args.fraction, repeat_fraction=args.repeat_fraction,
+                           answer_weight=args.answer_weight)
+
+
+def name(scheme: str, seed: int, args: argparse.Namespace) -> str:
+    base = "" if args.rope_base is None else f"-base{args.rope_base:g}"
+    return (f"{scheme}{base}-{args.plan.replace(':', 'x').replace(',', '-')}-mix{args.fraction:g}"
+            f"-rep{args.repeat_fraction:g}-w{args.answer_weight:g}-seed{seed}")
+
+
+def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
+    config = config_for(scheme, seed, args)
+    test = load_corpus(config.base.corpus).test
+    start = time.perf_counter()
+    model, record = recall_mix_cached(config, "cpu", progress=False)
+    train_wall = time.perf_counter() - start
+    start = time.perf_counter()
+    lengths = CI.eval_lengths
+    recall = []
+    for code in EVAL_TASKS:
+        for draw in range(args.draws):
+            for length in lengths:
+                for depth in DEPTHS:
+                    windows = sample_recall_windows(task(code), length, depth, args.windows, test,
+                                                    seed=draw)
+                    for row in recall_accuracy(model, windows):
+                        recall.append({"task": code, "draw": draw, **row})
+    nll = {}
+    for length in lengths:
+        result = evaluate_perplexity(model, test, length, max_tokens=NLL_TOKENS)
+        nll[str(length)] = {"nll": result.nll, "tokens_scored": result.tokens_scored}
+    eval_wall = time.perf_counter() - start
+    return {
+        "format": 1,
+        "name": name(scheme, seed, args),
+        "recipe": config.to_dict(),
+        "curriculum": config.describe(),
+        "model_cache_key": recall_mix_cache_key(config, "cpu"),
+        "recall_protocol": {
+            "text": "test split (Persuasion), a fresh random offset per window",
+            "tasks": {code: dataclasses.asdict(task(code)) for code in EVAL_TASKS},
+            "lengths": list(lengths), "depths": list(DEPTHS), "draws": args.draws,
+            "windows_per_cell_and_draw": args.windows,
+            "depth": "of the statement that names the queried key; other needles uniform",
+            "scoring": "exact match of every answer byte under greedy decoding "
+                       "(posenc_lib.tasks.recall.recall_accuracy)",
+            "window_seed": "sample_recall_windows(seed=draw): the same windows for every model",
+        },
+        "recall": recall,
+        "test_nll": nll,
+        "nll_protocol": f"non-overlapping windows of L, first {NLL_TOKENS} test bytes, nats per byte",
+        "train": {"final_loss": record.losses[-1],
+                  "mean_loss_last_50": sum(record.losses[-50:]) / 50,
+                  "num_parameters": record.num_parameters,
+                  "train_tokens": config.base.steps * config.base.batch_size * config.base.seq_len},
+        "timing": {"train_or_load_wall_s": train_wall, "eval_wall_s": eval_wall,
+                   "recorded_train_wall_s": record.wall_time_s},
+        "provenance": provenance("cpu"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schemes", nargs="+", default=["rope", "none", "alibi"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--plan", default=DEFAULT_PLAN, help="curriculum, e.g. " + DEFAULT_PLAN)
+    parser.add_argument("--fraction", type=float, default=0.375, help="recall windows per batch")
+    parser.add_argument("--repeat-fraction", type=float, default=0.375, help="repeat windows per batch")
+    parser.add_argument("--answer-weight", type=float, default=1.0)
+    parser.add_argument("--rope-base", type=float, default=None, help="RoPE base (default the model's)")
+    parser.add_argument("--draws", type=int, default=3)
+    parser.add_argument("--windows", type=int, default=16, help="windows per (L, depth, task) and draw")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for seed in args.seeds:
+        for scheme in args.schemes:
+            path = args.out / f"{name(scheme, seed, args)}.json"
+            if path.exists():
+                print(path.name, "exists: skipped", flush=True)
+                continue
+            result = run(scheme, seed, args)
+            write_json_atomic(path, result)
+            at_train = {code: sum(r["correct"] for r in result["recall"]
+                                  if r["task"] == code and r["length"] == CI.seq_len)
+                        for code in EVAL_TASKS}
+            print(path.name, "correct at L_train", at_train, "NLL at L_train",
+                  round(result["test_nll"][str(CI.seq_len)]["nll"], 3),
+                  "train s", round(result["timing"]["train_or_load_wall_s"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
