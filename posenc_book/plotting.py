@@ -897,6 +897,79 @@ def plot_end_of_window_loss(draws, end_loss, schemes: Sequence[str],
     return fig
 
 
+def plot_recall_and_perplexity(per_draw, nll, groups: Sequence[str], tasks: Mapping[str, str],
+                               train_length: int, *, by: str = "scheme", labels=None,
+                               colors=None) -> Figure:
+    """Both of the book's metrics against L / L_train, side by side (chapter 12): recall
+    accuracy per task on the left, test NLL on the right; each line the mean over the
+    stored repeats, its band their range (lowest to highest).
+
+    Args:
+        per_draw: a DataFrame with columns ``by``, ``task``, ``L`` and ``accuracy`` (a
+            share in [0, 1]), one row per repeat (e.g. per seed and window draw, depths
+            pooled).
+        nll: a DataFrame with columns ``by``, ``L`` and ``nll`` (nats/byte), one row per
+            repeat (seed).
+        groups: the values of ``by`` to draw, in order.
+        tasks: task → its line style in the left panel (e.g. ``{"1k0d": "--",
+            "4k2d": "-"}``), in legend order.
+        train_length: L_train, in the units of ``L``.
+        by: the column that tells the lines apart (``"scheme"``, a RoPE base, …).
+        labels: group → legend name (a mapping or a function); default
+            :func:`~posenc_book.schemes.scheme_label`.
+        colors: group → colour; default the scheme's colour, else C0, C1, …
+
+    Returns:
+        The figure (two panels, log₂ x axes).
+
+    Raises:
+        ValueError: for ``train_length`` < 1, no ``groups`` or no ``tasks``, or a
+            column missing from ``per_draw`` or ``nll`` (named).
+    """
+    if train_length < 1:
+        raise ValueError(f"train_length must be positive, got train_length={train_length}")
+    if not groups or not tasks:
+        raise ValueError(f"groups and tasks must not be empty, got groups={list(groups)}, "
+                         f"tasks={dict(tasks)}")
+    for frame, name, needed in ((per_draw, "per_draw", (by, "task", "L", "accuracy")),
+                                (nll, "nll", (by, "L", "nll"))):
+        missing = [column for column in needed if column not in frame]
+        if missing:
+            raise ValueError(f"{name} lacks the columns {missing}")
+    if labels is None:
+        label = scheme_label
+    elif callable(labels):
+        label = labels
+    else:
+        label = lambda group: labels.get(group, str(group))  # noqa: E731
+    fig, (left, right) = plt.subplots(1, 2, figsize=(MAX_FIGURE_WIDTH_IN, 3.4))
+    for i, group in enumerate(groups):
+        color = (colors or {}).get(group) or SCHEME_STYLE.get(group, {}).get("color") or f"C{i}"
+        for task, style in tasks.items():
+            mine = per_draw[(per_draw[by] == group) & (per_draw.task == task)].groupby("L").accuracy
+            x = np.asarray(mine.mean().index) / train_length
+            left.plot(x, 100 * mine.mean(), linestyle=style, marker="o", ms=3, color=color)
+            left.fill_between(x, 100 * mine.min(), 100 * mine.max(), color=color, alpha=0.15, lw=0)
+        mine = nll[nll[by] == group].groupby("L").nll
+        x = np.asarray(mine.mean().index) / train_length
+        right.plot(x, mine.mean(), marker="o", ms=3, color=color, label=label(group))
+        right.fill_between(x, mine.min(), mine.max(), color=color, alpha=0.15, lw=0)
+    for task, style in tasks.items():
+        left.plot([], [], linestyle=style, color="black", label=task)
+    multiples = sorted({L // train_length for L in per_draw.L} | {L // train_length for L in nll.L})
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(multiples, [f"{m}" for m in multiples])
+        ax.set_xlabel("L / L_train")
+    left.set_ylabel("queries answered (%)")
+    left.set_ylim(-3, 103)
+    right.set_ylabel("test NLL (nats/byte)")
+    left.legend(frameon=False, loc="upper right", title="task")
+    right.legend(frameon=False, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
 def plot_heat_map_grid(
     images: Sequence,
     shape: tuple[int, int],

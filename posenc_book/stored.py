@@ -222,22 +222,24 @@ def token_start_label(run: dict) -> str:
 
 
 def load_passkey_runs(folder: Path | str, pattern: str = "*.json") -> dict[str, dict]:
-    """The stored passkey runs in ``folder`` (``results/ci-retrieval``), by file stem.
+    """The stored runs in ``folder`` (``results/ci-retrieval``, ``results/ci-recall``), by
+    file stem.
 
     Args:
         folder: the results folder.
         pattern: a glob for the files to read (e.g. ``"rope-*-seed*.json"``).
 
     Returns:
-        ``{stem: run}``, sorted by name; each run as written by
-        ``results/ci-retrieval`` (``recipe``, ``passkey``, ``copy_gain``, ``train``, …).
+        ``{stem: run}``, sorted by name; each run as its script wrote it
+        (``tools/runs/ci_retrieval.py``: ``recipe``, ``passkey``, ``copy_gain``, ``train``, …;
+        ``tools/runs/ci_recall.py``: ``recipe``, ``recall``, ``test_nll``, …).
 
     Raises:
         FileNotFoundError: if no file matches (the folder and pattern named).
     """
     paths = sorted(Path(folder).glob(pattern))
     if not paths:
-        raise FileNotFoundError(f"no stored passkey run matches {pattern!r} in {folder}")
+        raise FileNotFoundError(f"no stored run matches {pattern!r} in {folder}")
     return {path.stem: json.loads(path.read_text()) for path in paths}
 
 
@@ -265,6 +267,52 @@ def passkey_cells(runs: dict[str, dict]) -> pd.DataFrame:
     import pandas as pd  # here, not at the top: the website's build reads this module without pandas
 
     return pd.DataFrame(rows, columns=columns)
+
+
+def recall_cells(runs: Mapping[str, dict]) -> pd.DataFrame:
+    """Stored multi-key recall runs (``results/ci-recall``, read with
+    :func:`load_passkey_runs`) as one long table: one row per (run, task, draw, L, depth).
+
+    Args:
+        runs: ``{name: run}``; each run's ``recall`` rows hold ``task``, ``draw``,
+            ``length``, ``depth``, ``queries``, ``correct`` and ``distractor_answers``.
+
+    Returns:
+        A DataFrame with columns ``run``, ``scheme`` (the base model's position),
+        ``rope_base``, ``seed``, ``task`` (e.g. ``"4k2d"``: 4 keys, 2 near-miss distractors
+        per queried key; ``"2k0dc2"``: a chain of 2), ``draw``, ``L`` (bytes), ``depth``,
+        ``correct``, ``queries``, ``accuracy`` (their ratio) and ``distractor_answers``
+        (queries answered with exactly a distractor's value). Cells that were not run
+        (``correct`` None) are left out.
+    """
+    rows = [{"run": name, "scheme": run["recipe"]["base"]["model"]["position"],
+             "rope_base": run["recipe"]["base"]["model"]["rope_base"],
+             "seed": run["recipe"]["base"]["seed"], "task": r["task"], "draw": r["draw"],
+             "L": r["length"], "depth": r["depth"], "correct": r["correct"],
+             "queries": r["queries"], "accuracy": r["correct"] / r["queries"],
+             "distractor_answers": r["distractor_answers"]}
+            for name, run in runs.items() for r in run["recall"] if r["correct"] is not None]
+    columns = ["run", "scheme", "rope_base", "seed", "task", "draw", "L", "depth", "correct",
+               "queries", "accuracy", "distractor_answers"]
+    import pandas as pd  # here, not at the top: the website's build reads this module without pandas
+
+    return pd.DataFrame(rows, columns=columns)
+
+
+def recall_nll(runs: Mapping[str, dict]) -> pd.DataFrame:
+    """The test NLL of stored recall runs by evaluation length: one row per (run, L).
+
+    Returns:
+        A DataFrame with columns ``run``, ``scheme``, ``rope_base``, ``seed``, ``L``
+        (bytes) and ``nll`` (nats per byte, the run's ``nll_protocol``).
+    """
+    rows = [{"run": name, "scheme": run["recipe"]["base"]["model"]["position"],
+             "rope_base": run["recipe"]["base"]["model"]["rope_base"],
+             "seed": run["recipe"]["base"]["seed"], "L": int(length), "nll": value["nll"]}
+            for name, run in runs.items() for length, value in run["test_nll"].items()]
+    import pandas as pd  # here, not at the top: the website's build reads this module without pandas
+
+    return pd.DataFrame(rows, columns=["run", "scheme", "rope_base", "seed", "L", "nll"])
 
 
 def passkey_run_shares(cells: pd.DataFrame, train_length: int,

@@ -59,3 +59,20 @@ def test_decay_table_reads_each_curve_at_the_probes() -> None:
     assert table.loc[("base 10 000", "bound B(r)"), 0] == (8 + 1) / 2
     with pytest.raises(ValueError, match="probes"):
         decay_table(decay, distances, [2])
+
+
+def test_discrimination_sum_and_its_first_negative_distance() -> None:
+    """B(m) = Σ_i cos(m θ_i) (Men et al. 2024), against a direct float64 sum; the first m
+    with B < 0 grows with the base, and None when none is found up to the limit."""
+    from posenc_lib import discrimination_sum, first_negative_distance
+
+    m = torch.arange(0, 300)
+    thetas = 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+    direct = torch.cos(m[:, None].double() * thetas).sum(-1)
+    assert torch.allclose(discrimination_sum(m, 16), direct, atol=1e-12)
+    first = first_negative_distance(16)
+    assert direct[first] < 0 and (direct[1:first] >= 0).all()
+    assert [first_negative_distance(16, b) for b in (1e2, 1e3, 1e4, 1e5)] == [16, 52, 91, 279]
+    assert first_negative_distance(16, 1e8, limit=100) is None
+    with pytest.raises(ValueError, match="limit"):
+        first_negative_distance(16, limit=0)

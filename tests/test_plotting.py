@@ -662,3 +662,28 @@ def test_plot_extension_panels() -> None:
     plt.close(fig)
     with pytest.raises(ValueError, match="at least one"):
         plot_extension_panels({}, 128, {}, yticks=[5])
+
+
+def test_recall_and_perplexity_draws_both_metrics_with_their_range() -> None:
+    import pandas as pd
+
+    from posenc_book.plotting import plot_recall_and_perplexity
+
+    per_draw = pd.DataFrame({"scheme": ["rope"] * 4, "task": ["4k2d"] * 4, "L": [128, 128, 256, 256],
+                             "accuracy": [0.9, 1.0, 0.1, 0.3]})
+    nll = pd.DataFrame({"scheme": ["rope"] * 4, "L": [128, 128, 256, 256], "nll": [1.6, 1.8, 2.0, 2.2]})
+    fig = plot_recall_and_perplexity(per_draw, nll, ["rope"], {"4k2d": "-"}, 128)
+    left, right = fig.axes
+    assert list(left.lines[0].get_ydata()) == pytest.approx([95.0, 20.0])
+    assert list(right.lines[0].get_ydata()) == pytest.approx([1.7, 2.1])
+    assert [t.get_text() for t in right.get_legend().get_texts()] == ["RoPE"]
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["4k2d"]
+    band = left.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(10.0) and band.max() == pytest.approx(100.0)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="train_length"):
+        plot_recall_and_perplexity(per_draw, nll, ["rope"], {"4k2d": "-"}, 0)
+    with pytest.raises(ValueError, match=r"nll lacks the columns \['nll'\]"):
+        plot_recall_and_perplexity(per_draw, nll.drop(columns="nll"), ["rope"], {"4k2d": "-"}, 128)
+    with pytest.raises(ValueError, match="must not be empty"):
+        plot_recall_and_perplexity(per_draw, nll, [], {"4k2d": "-"}, 128)

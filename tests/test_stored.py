@@ -243,3 +243,23 @@ def test_variant_runs_reject_what_they_cannot_read() -> None:
         runs.seeds()
     with pytest.raises(ValueError, match="train_config"):
         runs.train_config("nope")
+
+
+def _recall_run(position: str, seed: int) -> dict:
+    model = {"position": position, "rope_base": 10000.0}
+    rows = [{"task": "4k2d", "draw": 0, "length": 128, "depth": 0.5, "queries": 4, "correct": 3,
+             "distractor_answers": 1},
+            {"task": "4k2d", "draw": 0, "length": 256, "depth": 0.5, "queries": 4, "correct": None,
+             "distractor_answers": None}]
+    return {"recipe": {"base": {"model": model, "seed": seed}}, "recall": rows,
+            "test_nll": {"128": {"nll": 1.5}, "256": {"nll": 2.5}}}
+
+
+def test_recall_cells_and_nll_read_one_row_per_measured_cell() -> None:
+    runs = {"a": _recall_run("rope", 0), "b": _recall_run("alibi", 1)}
+    cells = stored.recall_cells(runs)
+    assert list(cells.run) == ["a", "b"]  # the cell that was not run is left out
+    assert cells.accuracy.tolist() == [0.75, 0.75] and cells.scheme.tolist() == ["rope", "alibi"]
+    assert cells.distractor_answers.tolist() == [1, 1] and cells.seed.tolist() == [0, 1]
+    nll = stored.recall_nll(runs)
+    assert nll.L.tolist() == [128, 256, 128, 256] and nll.nll.tolist() == [1.5, 2.5, 1.5, 2.5]

@@ -68,6 +68,57 @@ def rope_phases(distances: Tensor, head_dim: int, base: float = 10000.0) -> Tens
     return rope_pairs_as_complex(rotated)
 
 
+def discrimination_sum(distances: Tensor, head_dim: int, base: float = 10000.0) -> Tensor:
+    """Men et al.'s B_{m,θ} = Σ_i cos(m θ_i) for every distance m: the expected score
+    advantage of a key equal to the query over a random key, up to a positive factor,
+    when the coordinates of q are i.i.d. (Men et al. 2024, "Base of RoPE bounds context
+    length", §3; their claim, cited, not measured here, is that a model can use distance m
+    only while B stays ≥ 0, which bounds the context by the base).
+
+    Args:
+        distances: integer ``[n]``.
+        head_dim: d, even; θ_i = base^(−2i/d), i < d/2.
+        base: the frequency base.
+
+    Returns:
+        ``[n]`` float64: Re Σ_i e^{i m θ_i} (:func:`rope_phases`).
+
+    Example:
+        >>> discrimination_sum(torch.tensor([0]), 16)
+        tensor([8.], dtype=torch.float64)
+    """
+    return rope_phases(distances, head_dim, base).real.sum(-1)
+
+
+def first_negative_distance(head_dim: int, base: float = 10000.0, limit: int = 1 << 20) -> int | None:
+    """The smallest distance m ≥ 1 with :func:`discrimination_sum` < 0: the context
+    length Men et al.'s criterion allows for this head_dim and base (cited, not measured).
+
+    Args:
+        head_dim: d, even.
+        base: the frequency base.
+        limit: the largest m searched.
+
+    Returns:
+        The distance, or None when B stays ≥ 0 up to ``limit``.
+
+    Raises:
+        ValueError: for ``limit`` < 1.
+
+    Example:
+        >>> first_negative_distance(16, 100.0)
+        16
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got limit={limit}")
+    for start in range(1, limit + 1, 1 << 16):  # in blocks, so a long search stays small
+        m = torch.arange(start, min(start + (1 << 16), limit + 1))
+        negative = (discrimination_sum(m, head_dim, base) < 0).nonzero()
+        if len(negative):
+            return int(m[negative[0, 0]])
+    return None
+
+
 def _z(q: Tensor, k: Tensor) -> Tensor:
     if q.dim() != 2 or k.shape != q.shape or q.dtype != torch.float64:
         raise ValueError("q and k must be float64 [samples, head_dim] of one shape, got "

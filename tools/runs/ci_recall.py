@@ -18,7 +18,8 @@ distractors per queried key, chain length C, one query), then measured:
   first 16 384 test bytes (the sweep's protocol).
 
 ``--rope-base`` sets the RoPE base (item 2's sweep). Each run writes one JSON file
-(configuration, results, provenance); finished runs are skipped.
+(configuration, results, provenance); finished runs are skipped. ``--table`` prints the
+tables of ``results/ci-recall/README.md`` from the stored runs instead of running.
 """
 
 import argparse
@@ -131,6 +132,34 @@ def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
     }
 
 
+def tables(folder: Path) -> None:
+    """Print, from the stored runs, recall accuracy per (scheme or base, task) and L —
+    the mean over (seed, draw) of the share right, depths pooled, with its range — and
+    the test NLL per L (mean and range over seeds)."""
+    from posenc_book.stored import load_passkey_runs, recall_cells, recall_nll
+    from posenc_book.tables import mean_spread_table
+
+    runs = load_passkey_runs(folder)
+    cells = recall_cells(runs)
+    cells["model"] = [s if b == 10000.0 else f"{s} base {b:g}" for s, b in zip(cells.scheme, cells.rope_base)]
+    per_draw = cells.groupby(["model", "task", "seed", "draw", "L"])[["correct", "queries"]].sum().reset_index()
+    per_draw["accuracy"] = per_draw.correct / per_draw.queries
+    per_draw["row"] = per_draw.model + ", " + per_draw.task
+    show(mean_spread_table(per_draw, "row", "L", "accuracy", spread="range"))
+    nll = recall_nll(runs)
+    nll["model"] = [s if b == 10000.0 else f"{s} base {b:g}" for s, b in zip(nll.scheme, nll.rope_base)]
+    print()
+    show(mean_spread_table(nll, "model", "L", "nll", spread="range"))
+
+
+def show(frame) -> None:
+    """Print a table as Markdown (with ``tabulate``) or as plain text."""
+    try:
+        print(frame.to_markdown())
+    except ImportError:  # pandas' to_markdown needs tabulate
+        print(frame.to_string())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schemes", nargs="+", default=["rope", "none", "alibi"])
@@ -143,7 +172,11 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=3)
     parser.add_argument("--windows", type=int, default=16, help="windows per (L, depth, task) and draw")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--table", action="store_true", help="print the tables of the stored runs")
     args = parser.parse_args()
+    if args.table:
+        tables(args.out)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
         for scheme in args.schemes:
