@@ -115,7 +115,7 @@ def test_the_chapter_table_agrees_with_its_recorded_kinds() -> None:
     cells = json.loads(path.read_text())["cells"]
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     recorded = re.findall(r'ledger\.record\(\s*"[^"]+",\s*"([^"]+)"', code)
-    assert len(recorded) == 18
+    assert len(recorded) == 23
     assert table_verdict_kinds(path) == recorded
 
 

@@ -177,3 +177,26 @@ def test_a_cell_marked_to_raise_may_raise(tmp_path) -> None:
     nbformat.write(nb, path)
     with pytest.raises(CellExecutionError):
         execute_notebook.run_cells(path)
+
+
+def test_ci_recall_reads_task_codes_plans_and_its_stored_tables(capsys) -> None:
+    """The recall runs' script: task codes and curricula parse to the library's configs,
+    a bad code is refused with the expected form, and --table reads the stored runs."""
+    import argparse
+
+    from posenc_lib.tasks.recall import RecallConfig
+    from tools.runs import ci_recall
+
+    assert ci_recall.task("4k2d") == RecallConfig(num_keys=4, distractors=2)
+    assert ci_recall.task("2k0dc2") == RecallConfig(num_keys=2, chain_length=2)
+    with pytest.raises(ValueError, match="KkDd"):
+        ci_recall.task("4keys")
+    stages = ci_recall.plan(ci_recall.DEFAULT_PLAN)
+    assert [s.steps for s in stages] == [1000, 1000, 1000]
+    args = argparse.Namespace(plan=ci_recall.DEFAULT_PLAN, fraction=0.375, repeat_fraction=0.375,
+                              answer_weight=1.0, rope_base=100.0)
+    assert ci_recall.name("rope", 1, args).startswith("rope-base100-1k0dx1000-")
+    assert ci_recall.config_for("rope", 1, args).base.steps == 3000
+    ci_recall.tables(ci_recall.OUT)
+    printed = capsys.readouterr().out
+    assert "rope base 100, 4k2d" in printed and "alibi" in printed and "logn" not in printed

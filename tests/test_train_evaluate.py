@@ -305,3 +305,15 @@ def test_held_out_perplexity_scores_one_span_at_every_length() -> None:
     assert perplexity.ratio(model, 64, 32) == perplexity(model, 64) / direct
     with pytest.raises(ValueError, match="sliding_divisor"):
         perplexity(model, 32, sliding_divisor=0)
+
+
+def test_train_is_train_fresh_on_text_batches() -> None:
+    """train() is train_fresh() with text_batches: the same weights and losses, bit for bit."""
+    from posenc_lib.training.train import text_batches, train, train_fresh
+
+    config = replace(TINY, steps=3)
+    model_a, rec_a = train(config, progress=False)
+    model_b, rec_b = train_fresh(config, lambda tokens, generator: text_batches(
+        tokens, config.batch_size, config.seq_len, generator), desc="text", progress=False)
+    assert rec_a.losses == rec_b.losses
+    assert all(torch.equal(a, b) for a, b in zip(model_a.parameters(), model_b.parameters()))

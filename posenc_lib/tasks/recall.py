@@ -63,8 +63,8 @@ from torch import Tensor, nn
 
 from posenc_lib.model.transformer import TransformerLM
 from posenc_lib.tasks.retrieval import PasskeyTemplate, repeat_training_windows
-from posenc_lib.training.data import load_corpus, sample_batch
-from posenc_lib.training.train import AnswerLoss, Batch, TrainConfig, TrainRecord, fit, make_optimizer
+from posenc_lib.training.data import sample_batch
+from posenc_lib.training.train import AnswerLoss, Batch, TrainConfig, TrainRecord, train_fresh
 
 ROLES = ("queried", "chain", "distractor", "other")
 """A needle's role: the statement that names a queried key; an earlier link of its chain
@@ -798,13 +798,6 @@ def train_recall_mix(config: RecallMixConfig, device: torch.device | str = "cpu"
         ``(model, record)``; the model is in eval mode on ``device``.
     """
     base = config.base
-    device = torch.device(device)
-    torch.manual_seed(base.seed)
-    model = TransformerLM(base.model).to(device)
-    tokens = load_corpus(base.corpus).train
-    batches = recall_mix_batches(config, tokens, torch.Generator().manual_seed(base.seed),
-                                 random.Random(f"recall-mix-{base.seed}"))
-    record = fit(model, batches, base, optimizer=make_optimizer(model, base, base.position_weight_decay),
-                 use_autocast=base.autocast_dtype == "bfloat16", device=device,
-                 desc=f"train {base.model.position} + recall ({config.describe()})", progress=progress)
-    return model, record
+    return train_fresh(base, lambda tokens, generator: recall_mix_batches(
+        config, tokens, generator, random.Random(f"recall-mix-{base.seed}")), device,
+        desc=f"train {base.model.position} + recall ({config.describe()})", progress=progress)

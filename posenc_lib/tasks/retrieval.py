@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc_lib.training.data import load_corpus, sample_batch
+from posenc_lib.training.data import sample_batch
 from posenc_lib.model.transformer import ModelConfig, TransformerLM
-from posenc_lib.training.train import AnswerLoss, Batch, TrainConfig, TrainRecord, fit, make_optimizer
+from posenc_lib.training.train import AnswerLoss, Batch, TrainConfig, TrainRecord, train_fresh
 
 Encode = Callable[[str], Sequence[int]]
 
@@ -553,16 +553,9 @@ def train_passkey_mix(config: PasskeyMixConfig, device: torch.device | str = "cp
         ``(model, record)``; the model is in eval mode on ``device``.
     """
     base = config.base
-    device = torch.device(device)
-    torch.manual_seed(base.seed)
-    model = TransformerLM(base.model).to(device)
-    tokens = load_corpus(base.corpus).train
-    batches = passkey_mix_batches(config, tokens, torch.Generator().manual_seed(base.seed),
-                                  random.Random(f"passkey-mix-{base.seed}"))
-    record = fit(model, batches, base, optimizer=make_optimizer(model, base, base.position_weight_decay),
-                 use_autocast=base.autocast_dtype == "bfloat16", device=device,
-                 desc=f"train {base.model.position} + passkeys", progress=progress)
-    return model, record
+    return train_fresh(base, lambda tokens, generator: passkey_mix_batches(
+        config, tokens, generator, random.Random(f"passkey-mix-{base.seed}")), device,
+        desc=f"train {base.model.position} + passkeys", progress=progress)
 
 
 def with_steps(config: PasskeyMixConfig, steps: int) -> PasskeyMixConfig:

@@ -153,10 +153,23 @@ def fine_tune_cached(config: FineTuneConfig, device: torch.device | str = "cpu",
     return _load_or_run(path, config, device, run)
 
 
+def _mix_key(kind: str, config: PasskeyMixConfig | RecallMixConfig, device: torch.device | str) -> str:
+    return _hash_key({kind: config.to_dict(), "device": torch.device(device).type}, config.base.corpus)
+
+
+def _mix_cached(kind: str, prefix: str, config: PasskeyMixConfig | RecallMixConfig,
+                device: torch.device | str,
+                run: Callable[[torch.device], tuple[TransformerLM, TrainRecord]]
+                ) -> tuple[TransformerLM, TrainRecord]:
+    """The model of a mixture run, from ``PREFIX-POSITION-KEY.pt`` or made by ``run(device)``."""
+    device = torch.device(device)
+    path = cache_dir() / f"{prefix}-{config.model.position}-{_mix_key(kind, config, device)}.pt"
+    return _load_or_run(path, config, device, lambda: run(device))
+
+
 def passkey_mix_cache_key(config: PasskeyMixConfig, device: torch.device | str) -> str:
     """A hex key for (passkey-mixture config, device type, corpus, training version)."""
-    return _hash_key({"passkey_mix": config.to_dict(), "device": torch.device(device).type},
-                     config.base.corpus)
+    return _mix_key("passkey_mix", config, device)
 
 
 def passkey_mix_cached(config: PasskeyMixConfig, device: torch.device | str = "cpu", *,
@@ -170,18 +183,14 @@ def passkey_mix_cached(config: PasskeyMixConfig, device: torch.device | str = "c
     """
     from posenc_lib.tasks.retrieval import train_passkey_mix  # retrieval imports train, not cache
 
-    device = torch.device(device)
-    key = passkey_mix_cache_key(config, device)
-    path = cache_dir() / f"passkey-{config.model.position}-{key}.pt"
-    return _load_or_run(path, config, device,
-                        lambda: train_passkey_mix(config, device, progress=progress))
+    return _mix_cached("passkey_mix", "passkey", config, device,
+                       lambda on: train_passkey_mix(config, on, progress=progress))
 
 
 def recall_mix_cache_key(config: RecallMixConfig, device: torch.device | str) -> str:
     """A hex key for (recall-mixture config with its curriculum, device type, corpus,
     training version)."""
-    return _hash_key({"recall_mix": config.to_dict(), "device": torch.device(device).type},
-                     config.base.corpus)
+    return _mix_key("recall_mix", config, device)
 
 
 def recall_mix_cached(config: RecallMixConfig, device: torch.device | str = "cpu", *,
@@ -195,8 +204,5 @@ def recall_mix_cached(config: RecallMixConfig, device: torch.device | str = "cpu
     """
     from posenc_lib.tasks.recall import train_recall_mix  # recall imports train, not the store
 
-    device = torch.device(device)
-    key = recall_mix_cache_key(config, device)
-    path = cache_dir() / f"recall-{config.model.position}-{key}.pt"
-    return _load_or_run(path, config, device,
-                        lambda: train_recall_mix(config, device, progress=progress))
+    return _mix_cached("recall_mix", "recall", config, device,
+                       lambda on: train_recall_mix(config, on, progress=progress))

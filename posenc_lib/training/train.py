@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
@@ -317,12 +317,19 @@ def fit(model: TransformerLM, batches: Iterable[Batch], config: Recipe, *,
     )
 
 
-def train(config: TrainConfig, device: torch.device | str = "cpu", *,
-          progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
-    """Train a fresh model from ``config``; deterministic for a given seed and device.
+def train_fresh(config: TrainConfig, batches_from: Callable[[torch.Tensor, torch.Generator], Iterable[Batch]],
+                device: torch.device | str = "cpu", *, desc: str,
+                progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+    """Train a fresh model of ``config.model`` on the batches ``batches_from(tokens,
+    generator)`` gives: the one recipe behind :func:`train` (text windows),
+    :func:`~posenc_lib.tasks.retrieval.train_passkey_mix` and
+    :func:`~posenc_lib.tasks.recall.train_recall_mix` (mixtures).
 
-    Shows a progress bar (to stderr; :func:`~posenc_lib.training.progress.progress_bar`) unless
-    ``progress=False``.
+    The weights are initialised under ``torch.manual_seed(config.seed)``; ``tokens`` is the
+    training split of ``config.corpus`` and ``generator`` a ``torch.Generator`` seeded with
+    ``config.seed``; :func:`fit` runs ``config.steps`` steps with :func:`make_optimizer`
+    (the learned table's own weight decay) and bfloat16 autocast when
+    ``config.autocast_dtype`` asks for it. Deterministic for a given seed and device.
 
     Returns:
         ``(model, record)``; the model is in eval mode on ``device``.
@@ -331,12 +338,27 @@ def train(config: TrainConfig, device: torch.device | str = "cpu", *,
     torch.manual_seed(config.seed)
     model = TransformerLM(config.model).to(device)
     tokens = load_corpus(config.corpus).train
-    generator = torch.Generator().manual_seed(config.seed)
-    batches = text_batches(tokens, config.batch_size, config.seq_len, generator)
+    batches = batches_from(tokens, torch.Generator().manual_seed(config.seed))
     record = fit(model, batches, config, optimizer=make_optimizer(model, config, config.position_weight_decay),
-                 use_autocast=config.autocast_dtype == "bfloat16", device=device,
-                 desc=f"train {config.model.position}", progress=progress)
+                 use_autocast=config.autocast_dtype == "bfloat16", device=device, desc=desc,
+                 progress=progress)
     return model, record
+
+
+def train(config: TrainConfig, device: torch.device | str = "cpu", *,
+          progress: bool = True) -> tuple[TransformerLM, TrainRecord]:
+    """Train a fresh model from ``config`` on random windows of its corpus
+    (:func:`text_batches`, :func:`train_fresh`); deterministic for a given seed and device.
+
+    Shows a progress bar (to stderr; :func:`~posenc_lib.training.progress.progress_bar`) unless
+    ``progress=False``.
+
+    Returns:
+        ``(model, record)``; the model is in eval mode on ``device``.
+    """
+    return train_fresh(config, lambda tokens, generator: text_batches(
+        tokens, config.batch_size, config.seq_len, generator), device,
+        desc=f"train {config.model.position}", progress=progress)
 
 
 @dataclass(frozen=True)

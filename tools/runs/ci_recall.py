@@ -17,7 +17,10 @@ distractors per queried key, chain length C, one query), then measured:
 * perplexity: the test NLL (nats per byte) at every L, non-overlapping windows over the
   first 16 384 test bytes (the sweep's protocol).
 
-``--rope-base`` sets the RoPE base (item 2's sweep). Each run writes one JSON file
+``--rope-base`` sets the RoPE base (item 2's sweep). ``--log-n`` reads each trained model
+again with Qwen's log-n scaling (``logit_scaling`` ``log_length``, L0 = L_train; no
+retraining) and writes ``NAME-logn.json``: both metrics under the scaling, and the
+last-layer attention entropy per head by L with and without it (item 4). Each run writes one JSON file
 (configuration, results, provenance); finished runs are skipped. ``--table`` prints the
 tables of ``results/ci-recall/README.md`` from the stored runs instead of running.
 """
@@ -28,7 +31,7 @@ import re
 import time
 from pathlib import Path
 
-from posenc_lib import get_scale, load_corpus
+from posenc_lib import TransformerLM, attention_entropy, attention_probabilities, get_scale, load_corpus
 from posenc_lib.records import provenance, write_json_atomic
 from posenc_lib.tasks.recall import (
     RecallConfig,
@@ -81,13 +84,8 @@ def name(scheme: str, seed: int, args: argparse.Namespace) -> str:
             f"-rep{args.repeat_fraction:g}-w{args.answer_weight:g}-seed{seed}")
 
 
-def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
-    config = config_for(scheme, seed, args)
-    test = load_corpus(config.base.corpus).test
-    start = time.perf_counter()
-    model, record = recall_mix_cached(config, "cpu", progress=False)
-    train_wall = time.perf_counter() - start
-    start = time.perf_counter()
+def measure(model, test, args: argparse.Namespace) -> tuple[list[dict], dict]:
+    """Both metrics of ``model``: recall rows per (task, draw, L, depth) and test NLL per L."""
     lengths = CI.eval_lengths
     recall = []
     for code in EVAL_TASKS:
@@ -102,6 +100,30 @@ def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
     for length in lengths:
         result = evaluate_perplexity(model, test, length, max_tokens=NLL_TOKENS)
         nll[str(length)] = {"nll": result.nll, "tokens_scored": result.tokens_scored}
+    return recall, nll
+
+
+def recall_protocol(args: argparse.Namespace) -> dict:
+    return {
+        "text": "test split (Persuasion), a fresh random offset per window",
+        "tasks": {code: dataclasses.asdict(task(code)) for code in EVAL_TASKS},
+        "lengths": list(CI.eval_lengths), "depths": list(DEPTHS), "draws": args.draws,
+        "windows_per_cell_and_draw": args.windows,
+        "depth": "of the statement that names the queried key; other needles uniform",
+        "scoring": "exact match of every answer byte under greedy decoding "
+                   "(posenc_lib.tasks.recall.recall_accuracy)",
+        "window_seed": "sample_recall_windows(seed=draw): the same windows for every model",
+    }
+
+
+def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
+    config = config_for(scheme, seed, args)
+    test = load_corpus(config.base.corpus).test
+    start = time.perf_counter()
+    model, record = recall_mix_cached(config, "cpu", progress=False)
+    train_wall = time.perf_counter() - start
+    start = time.perf_counter()
+    recall, nll = measure(model, test, args)
     eval_wall = time.perf_counter() - start
     return {
         "format": 1,
@@ -109,16 +131,7 @@ def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
         "recipe": config.to_dict(),
         "curriculum": config.describe(),
         "model_cache_key": recall_mix_cache_key(config, "cpu"),
-        "recall_protocol": {
-            "text": "test split (Persuasion), a fresh random offset per window",
-            "tasks": {code: dataclasses.asdict(task(code)) for code in EVAL_TASKS},
-            "lengths": list(lengths), "depths": list(DEPTHS), "draws": args.draws,
-            "windows_per_cell_and_draw": args.windows,
-            "depth": "of the statement that names the queried key; other needles uniform",
-            "scoring": "exact match of every answer byte under greedy decoding "
-                       "(posenc_lib.tasks.recall.recall_accuracy)",
-            "window_seed": "sample_recall_windows(seed=draw): the same windows for every model",
-        },
+        "recall_protocol": recall_protocol(args),
         "recall": recall,
         "test_nll": nll,
         "nll_protocol": f"non-overlapping windows of L, first {NLL_TOKENS} test bytes, nats per byte",
@@ -132,6 +145,51 @@ def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
     }
 
 
+ENTROPY_WINDOWS = 4  # test windows per L for the attention entropy
+ENTROPY_QUERIES = 32  # the last queries of each window
+
+
+def entropy_by_length(model, test) -> dict[str, list[float]]:
+    """Last-layer attention entropy per head (nats), mean over the last 32 queries of 4
+    test windows per L (consecutive, from the start of the test split)."""
+    out = {}
+    for length in CI.eval_lengths:
+        tokens = test[: ENTROPY_WINDOWS * length].long().view(ENTROPY_WINDOWS, length)
+        probs = attention_probabilities(model, tokens, len(model.blocks) - 1)
+        out[str(length)] = attention_entropy(probs, skip_first=length - ENTROPY_QUERIES).tolist()
+    return out
+
+
+def logn_run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
+    """The trained model read again with log-n scaling (no retraining): both metrics, and
+    the attention entropy with and without the scaling."""
+    config = config_for(scheme, seed, args)
+    test = load_corpus(config.base.corpus).test
+    model, _ = recall_mix_cached(config, "cpu", progress=False)
+    rule = {"kind": "log_length", "original_max_position_embeddings": config.base.seq_len}
+    scaled = TransformerLM(dataclasses.replace(config.model, logit_scaling=rule)).eval()
+    scaled.load_state_dict(model.state_dict())
+    start = time.perf_counter()
+    recall, nll = measure(scaled, test, args)
+    return {
+        "format": 1,
+        "name": name(scheme, seed, args) + "-logn",
+        "recipe": config.to_dict(),
+        "model_cache_key": recall_mix_cache_key(config, "cpu"),
+        "eval_logit_scaling": rule,
+        "recall_protocol": recall_protocol(args),
+        "recall": recall,
+        "test_nll": nll,
+        "nll_protocol": f"non-overlapping windows of L, first {NLL_TOKENS} test bytes, nats per byte",
+        "entropy_protocol": f"last layer, per head, mean over the last {ENTROPY_QUERIES} queries "
+                            f"of {ENTROPY_WINDOWS} consecutive test windows of L (nats)",
+        "entropy": {"plain": entropy_by_length(model, test),
+                    "log_length": entropy_by_length(scaled, test)},
+        "timing": {"eval_wall_s": time.perf_counter() - start},
+        "provenance": provenance("cpu"),
+    }
+
+
 def tables(folder: Path) -> None:
     """Print, from the stored runs, recall accuracy per (scheme or base, task) and L —
     the mean over (seed, draw) of the share right, depths pooled, with its range — and
@@ -139,7 +197,7 @@ def tables(folder: Path) -> None:
     from posenc_book.stored import load_passkey_runs, recall_cells, recall_nll
     from posenc_book.tables import mean_spread_table
 
-    runs = load_passkey_runs(folder)
+    runs = load_passkey_runs(folder, "*-seed[0-9].json")  # trained runs, not the -logn read-outs
     cells = recall_cells(runs)
     cells["model"] = [s if b == 10000.0 else f"{s} base {b:g}" for s, b in zip(cells.scheme, cells.rope_base)]
     per_draw = cells.groupby(["model", "task", "seed", "draw", "L"])[["correct", "queries"]].sum().reset_index()
@@ -173,6 +231,8 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=16, help="windows per (L, depth, task) and draw")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--table", action="store_true", help="print the tables of the stored runs")
+    parser.add_argument("--log-n", action="store_true",
+                        help="read the trained models again with log-n scaling (NAME-logn.json)")
     args = parser.parse_args()
     if args.table:
         tables(args.out)
@@ -180,18 +240,18 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
         for scheme in args.schemes:
-            path = args.out / f"{name(scheme, seed, args)}.json"
+            suffix = "-logn" if args.log_n else ""
+            path = args.out / f"{name(scheme, seed, args)}{suffix}.json"
             if path.exists():
                 print(path.name, "exists: skipped", flush=True)
                 continue
-            result = run(scheme, seed, args)
+            result = (logn_run if args.log_n else run)(scheme, seed, args)
             write_json_atomic(path, result)
             at_train = {code: sum(r["correct"] for r in result["recall"]
                                   if r["task"] == code and r["length"] == CI.seq_len)
                         for code in EVAL_TASKS}
             print(path.name, "correct at L_train", at_train, "NLL at L_train",
-                  round(result["test_nll"][str(CI.seq_len)]["nll"], 3),
-                  "train s", round(result["timing"]["train_or_load_wall_s"]), flush=True)
+                  round(result["test_nll"][str(CI.seq_len)]["nll"], 3), flush=True)
 
 
 if __name__ == "__main__":
