@@ -304,12 +304,14 @@ def recall_nll(runs: Mapping[str, dict]) -> pd.DataFrame:
 
     Returns:
         A DataFrame with columns ``run``, ``scheme``, ``rope_base``, ``seed``, ``L``
-        (bytes) and ``nll`` (nats per byte, the run's ``nll_protocol``).
+        (bytes) and ``nll`` (nats per byte, the run's ``nll_protocol``); lengths a run
+        could not score (``nll`` None, past a learned table) are left out.
     """
     rows = [{"run": name, "scheme": run["recipe"]["base"]["model"]["position"],
              "rope_base": run["recipe"]["base"]["model"]["rope_base"],
              "seed": run["recipe"]["base"]["seed"], "L": int(length), "nll": value["nll"]}
-            for name, run in runs.items() for length, value in run["test_nll"].items()]
+            for name, run in runs.items() for length, value in run["test_nll"].items()
+            if value["nll"] is not None]  # None: a length past a learned table
     import pandas as pd  # here, not at the top: the website's build reads this module without pandas
 
     return pd.DataFrame(rows, columns=["run", "scheme", "rope_base", "seed", "L", "nll"])

@@ -338,3 +338,34 @@ def test_recall_mix_config_names_the_argument() -> None:
                          ({"answer_weight": -1.0}, "answer_weight")):
         with pytest.raises(ValueError, match=name):
             RecallMixConfig(TINY_BASE, CURRICULUM, **kwargs)
+
+
+def test_randomized_positions_ride_along_and_change_nothing_else(text) -> None:
+    """With position_range M each batch carries sorted distinct positions in [0, M); the
+    windows are those of the run without them; a learned table must hold M rows."""
+    plain = RecallMixConfig(TINY_BASE, CURRICULUM)
+    config = replace(plain, position_range=512)
+    assert "position_range" not in plain.to_dict() and config.to_dict()["position_range"] == 512
+    assert config.describe().endswith("positions in [0, 512)")
+    with_pos = list(recall_mix_batches(config, text, torch.Generator().manual_seed(0), random.Random(0)))
+    without = list(recall_mix_batches(plain, text, torch.Generator().manual_seed(0), random.Random(0)))
+    for (x, y, _, positions), (x0, y0, _) in zip(with_pos, without):
+        assert torch.equal(x, x0) and torch.equal(y, y0)
+        assert positions.shape == (8, 128) and positions.dtype == torch.int64
+        assert (positions.diff(dim=1) > 0).all() and positions.min() >= 0 and positions.max() < 512
+    with pytest.raises(ValueError, match="position_range must be >= seq_len=128"):
+        replace(plain, position_range=64)
+    learned = replace(TINY_BASE, model=ModelConfig("learned", d_model=16, num_layers=1, num_heads=2,
+                                                    max_positions=128))
+    with pytest.raises(ValueError, match="max_positions=128"):
+        RecallMixConfig(learned, CURRICULUM, position_range=512)
+
+
+def test_fit_passes_randomized_positions_to_the_model(text) -> None:
+    """A model trained with positions in [0, 512) differs from one trained on 0 … L − 1."""
+    from posenc_lib.tasks.recall import train_recall_mix
+
+    config = RecallMixConfig(replace(TINY_BASE, steps=2), (RecallStage(RecallConfig(num_keys=1), 2),))
+    plain, _ = train_recall_mix(config, progress=False)
+    moved, _ = train_recall_mix(replace(config, position_range=512), progress=False)
+    assert any(not torch.equal(a, b) for a, b in zip(plain.parameters(), moved.parameters()))

@@ -702,6 +702,12 @@ class RecallMixConfig:
         fraction: share of each batch's windows that are recall windows, in (0, 1].
         repeat_fraction: share that are repeat windows, in [0, 1 − fraction].
         answer_weight: w ≥ 0.
+        position_range: None (positions 0 … L_train − 1), or M ≥ L_train: every training
+            window gets its own positions, an ordered random subset of L_train of
+            0 … M − 1 (randomized positional encodings, Ruoss et al. 2023, cited, not
+            measured here), drawn from their own generator (seeded by the base seed), so
+            the windows are the same as without them. A learned table needs
+            ``max_positions`` ≥ M.
 
     Raises:
         ValueError: naming the argument out of range, and ``stages`` when their steps do
@@ -713,6 +719,7 @@ class RecallMixConfig:
     fraction: float = 0.5
     repeat_fraction: float = 0.25
     answer_weight: float = 1.0
+    position_range: int | None = None
 
     def __post_init__(self) -> None:
         if not self.stages:
@@ -731,6 +738,14 @@ class RecallMixConfig:
                              f"repeat_fraction={self.repeat_fraction}")
         if not self.answer_weight >= 0:
             raise ValueError(f"answer_weight must be >= 0, got answer_weight={self.answer_weight}")
+        if self.position_range is not None:
+            if self.position_range < self.base.seq_len:
+                raise ValueError(f"position_range must be >= seq_len={self.base.seq_len}, got "
+                                 f"position_range={self.position_range}")
+            model = self.base.model
+            if model.position == "learned" and model.max_positions < self.position_range:
+                raise ValueError(f"position_range={self.position_range} needs a learned table of as "
+                                 f"many rows, got max_positions={model.max_positions}")
 
     @property
     def model(self):
@@ -745,9 +760,12 @@ class RecallMixConfig:
         return round(self.repeat_fraction * self.base.batch_size)
 
     def to_dict(self) -> dict:
-        return {"base": self.base.to_dict(), "stages": [asdict(stage) for stage in self.stages],
-                "fraction": self.fraction, "repeat_fraction": self.repeat_fraction,
-                "answer_weight": self.answer_weight}
+        out = {"base": self.base.to_dict(), "stages": [asdict(stage) for stage in self.stages],
+               "fraction": self.fraction, "repeat_fraction": self.repeat_fraction,
+               "answer_weight": self.answer_weight}
+        if self.position_range is not None:  # absent otherwise: earlier keys stay the same
+            out["position_range"] = self.position_range
+        return out
 
     def describe(self) -> str:
         """The curriculum in one line, e.g. ``1k0d×800 → 2k1d×800 → 4k2d×1600``
@@ -757,7 +775,8 @@ class RecallMixConfig:
             t = stage.task
             chain = f"c{t.chain_length}" if t.chain_length > 1 else ""
             parts.append(f"{t.num_keys}k{t.distractors}d{chain}×{stage.steps}")
-        return " → ".join(parts)
+        positions = "" if self.position_range is None else f", positions in [0, {self.position_range})"
+        return " → ".join(parts) + positions
 
 
 def recall_mix_batches(config: RecallMixConfig, tokens: Tensor, generator: torch.Generator,
@@ -769,10 +788,13 @@ def recall_mix_batches(config: RecallMixConfig, tokens: Tensor, generator: torch
     the current stage's task and the next :meth:`RecallMixConfig.repeat_rows` repeat
     windows, both drawn with ``rng``; with ``answer_weight`` > 0 it carries an
     :class:`~posenc_lib.training.train.AnswerLoss` whose mask marks the answer bytes.
-    Ends after ``base.steps`` batches.
+    With ``position_range`` M each batch carries a fourth entry, int64 ``[B, L]``: per
+    window, L sorted positions drawn without replacement from 0 … M − 1. Ends after
+    ``base.steps`` batches.
     """
     base = config.base
     rows, repeats = config.recall_rows(), config.repeat_rows()
+    draws = torch.Generator().manual_seed(base.seed + 1_000_003)  # positions only
     for stage in config.stages:
         for _ in range(stage.steps):
             inputs, targets = sample_batch(tokens, base.batch_size, base.seq_len, generator)
@@ -785,7 +807,12 @@ def recall_mix_batches(config: RecallMixConfig, tokens: Tensor, generator: torch
             answer = None
             if config.answer_weight > 0:
                 answer = AnswerLoss(rows, 1, config.answer_weight, recall.answer_mask)
-            yield inputs, targets, answer
+            if config.position_range is None:
+                yield inputs, targets, answer
+                continue
+            positions = torch.stack([torch.randperm(config.position_range, generator=draws)[
+                : base.seq_len].sort().values for _ in range(base.batch_size)])  # [B, L]
+            yield inputs, targets, answer, positions
 
 
 def train_recall_mix(config: RecallMixConfig, device: torch.device | str = "cpu", *,

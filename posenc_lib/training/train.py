@@ -216,19 +216,23 @@ class AnswerLoss:
 
 Batch = tuple[torch.Tensor, torch.Tensor, AnswerLoss | None]
 """``(inputs, targets, answer)``: int64 ``[batch, seq]`` byte ids, the targets (inputs
-shifted by one), and an added answer term or None (plain next-byte cross-entropy)."""
+shifted by one), and an added answer term or None (plain next-byte cross-entropy). A batch
+may carry a fourth entry, int64 ``[batch, seq]`` positions for the model (randomized
+positions, :class:`~posenc_lib.tasks.recall.RecallMixConfig`); without it the positions
+are 0 … seq − 1."""
 
 
 def training_step(model: TransformerLM, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
                   targets: torch.Tensor, lr: float, grad_clip: float, use_autocast: bool,
-                  answer: AnswerLoss | None = None) -> float:
+                  answer: AnswerLoss | None = None, positions: torch.Tensor | None = None) -> float:
     """One optimiser step on a batch.
 
     ``inputs`` and ``targets`` are ``[batch, seq]`` int64 byte ids on the model's device
     (targets are inputs shifted by one). Sets every group's learning rate to ``lr``,
     clips the gradient's global norm to ``grad_clip``, runs the forward pass in bfloat16
     autocast if ``use_autocast``. The loss is the mean next-byte cross-entropy, plus the
-    ``answer`` term if one is given.
+    ``answer`` term if one is given. ``positions`` (integer ``[batch, seq]``, e.g.
+    randomized positions) go to the model; None: 0 … seq − 1.
 
     Returns:
         The batch's mean next-byte loss in nats per byte (without the answer term).
@@ -236,8 +240,8 @@ def training_step(model: TransformerLM, optimizer: torch.optim.Optimizer, inputs
     for group in optimizer.param_groups:
         group["lr"] = lr
     with torch.autocast(inputs.device.type, dtype=torch.bfloat16, enabled=use_autocast):
-        logits = model(inputs)  # [batch, seq, vocab]
-    if answer is None:
+        logits = model(inputs) if positions is None else model(inputs, positions=positions)
+    if answer is None:  # logits: [batch, seq, vocab]
         loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())  # in float32 even under autocast
         total = loss
     else:
@@ -298,12 +302,14 @@ def fit(model: TransformerLM, batches: Iterable[Batch], config: Recipe, *,
     bar = progress_bar(range(config.steps), desc=desc, enabled=progress)
     for step in bar:
         try:
-            inputs, targets, answer = next(source)
+            inputs, targets, answer, *positions = next(source)
         except StopIteration:
             raise ValueError(f"batches ended after {step} of steps={config.steps}") from None
         tokens += inputs.numel()
+        at = positions[0].to(device) if positions else None
         losses.append(training_step(model, optimizer, inputs.to(device), targets.to(device),
-                                    learning_rate(step, config), config.grad_clip, use_autocast, answer))
+                                    learning_rate(step, config), config.grad_clip, use_autocast, answer,
+                                    at))
         if step % 20 == 0:
             bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)  # shown at the bar's next redraw
     wall = time.perf_counter() - start

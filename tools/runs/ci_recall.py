@@ -17,7 +17,9 @@ distractors per queried key, chain length C, one query), then measured:
 * perplexity: the test NLL (nats per byte) at every L, non-overlapping windows over the
   first 16 384 test bytes (the sweep's protocol).
 
-``--rope-base`` sets the RoPE base (item 2's sweep). ``--log-n`` reads each trained model
+``--rope-base`` sets the RoPE base (item 2's sweep); ``--position-range M`` trains with
+randomized positions, an ordered random subset of 0 … M − 1 per window (item 3; a learned
+table gets M rows). ``--log-n`` reads each trained model
 again with Qwen's log-n scaling (``logit_scaling`` ``log_length``, L0 = L_train; no
 retraining) and writes ``NAME-logn.json``: both metrics under the scaling, and the
 last-layer attention entropy per head by L with and without it (item 4). Each run writes one JSON file
@@ -72,16 +74,22 @@ def plan(text: str) -> tuple[RecallStage, ...]:
 def config_for(scheme: str, seed: int, args: argparse.Namespace) -> RecallMixConfig:
     stages = plan(args.plan)
     overrides = {} if args.rope_base is None else {"rope_base": args.rope_base}
+    position_range = getattr(args, "position_range", None)
     base = dataclasses.replace(CI.train_config(scheme, seed, **overrides),
                                steps=sum(s.steps for s in stages))
+    if position_range is not None and scheme == "learned":  # a row for every position drawn
+        base = dataclasses.replace(base, model=dataclasses.replace(
+            base.model, max_positions=position_range))
     return RecallMixConfig(base, stages, fraction=args.fraction, repeat_fraction=args.repeat_fraction,
-                           answer_weight=args.answer_weight)
+                           answer_weight=args.answer_weight, position_range=position_range)
 
 
 def name(scheme: str, seed: int, args: argparse.Namespace) -> str:
     base = "" if args.rope_base is None else f"-base{args.rope_base:g}"
-    return (f"{scheme}{base}-{args.plan.replace(':', 'x').replace(',', '-')}-mix{args.fraction:g}"
-            f"-rep{args.repeat_fraction:g}-w{args.answer_weight:g}-seed{seed}")
+    position_range = getattr(args, "position_range", None)
+    positions = "" if position_range is None else f"-pos{position_range}"
+    return (f"{scheme}{base}{positions}-{args.plan.replace(':', 'x').replace(',', '-')}"
+            f"-mix{args.fraction:g}-rep{args.repeat_fraction:g}-w{args.answer_weight:g}-seed{seed}")
 
 
 def measure(model, test, args: argparse.Namespace) -> tuple[list[dict], dict]:
@@ -97,7 +105,11 @@ def measure(model, test, args: argparse.Namespace) -> tuple[list[dict], dict]:
                     for row in recall_accuracy(model, windows):
                         recall.append({"task": code, "draw": draw, **row})
     nll = {}
+    longest = getattr(model, "max_length", None)  # a learned table: nothing past its rows
     for length in lengths:
+        if longest is not None and length > longest:
+            nll[str(length)] = {"nll": None, "skipped": f"model's max_length is {longest}"}
+            continue
         result = evaluate_perplexity(model, test, length, max_tokens=NLL_TOKENS)
         nll[str(length)] = {"nll": result.nll, "tokens_scored": result.tokens_scored}
     return recall, nll
@@ -227,6 +239,8 @@ def main() -> None:
     parser.add_argument("--repeat-fraction", type=float, default=0.375, help="repeat windows per batch")
     parser.add_argument("--answer-weight", type=float, default=1.0)
     parser.add_argument("--rope-base", type=float, default=None, help="RoPE base (default the model's)")
+    parser.add_argument("--position-range", type=int, default=None,
+                        help="randomized positions: each window's positions drawn from 0 … M − 1")
     parser.add_argument("--draws", type=int, default=3)
     parser.add_argument("--windows", type=int, default=16, help="windows per (L, depth, task) and draw")
     parser.add_argument("--out", type=Path, default=OUT)
