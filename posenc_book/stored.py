@@ -279,20 +279,22 @@ def recall_cells(runs: Mapping[str, dict]) -> pd.DataFrame:
 
     Returns:
         A DataFrame with columns ``run``, ``scheme`` (the base model's position),
-        ``rope_base``, ``seed``, ``task`` (e.g. ``"4k2d"``: 4 keys, 2 near-miss distractors
+        ``variant`` (the run's ``variant``, e.g. a hybrid's name or ``"fox"``; the scheme
+        for runs that name none), ``rope_base``, ``seed``, ``task`` (e.g. ``"4k2d"``: 4 keys, 2 near-miss distractors
         per queried key; ``"2k0dc2"``: a chain of 2), ``draw``, ``L`` (bytes), ``depth``,
         ``correct``, ``queries``, ``accuracy`` (their ratio) and ``distractor_answers``
         (queries answered with exactly a distractor's value). Cells that were not run
         (``correct`` None) are left out.
     """
     rows = [{"run": name, "scheme": run["recipe"]["base"]["model"]["position"],
+             "variant": run.get("variant", run["recipe"]["base"]["model"]["position"]),
              "rope_base": run["recipe"]["base"]["model"]["rope_base"],
              "seed": run["recipe"]["base"]["seed"], "task": r["task"], "draw": r["draw"],
              "L": r["length"], "depth": r["depth"], "correct": r["correct"],
              "queries": r["queries"], "accuracy": r["correct"] / r["queries"],
              "distractor_answers": r["distractor_answers"]}
             for name, run in runs.items() for r in run["recall"] if r["correct"] is not None]
-    columns = ["run", "scheme", "rope_base", "seed", "task", "draw", "L", "depth", "correct",
+    columns = ["run", "scheme", "variant", "rope_base", "seed", "task", "draw", "L", "depth", "correct",
                "queries", "accuracy", "distractor_answers"]
     import pandas as pd  # here, not at the top: the website's build reads this module without pandas
 
@@ -303,18 +305,38 @@ def recall_nll(runs: Mapping[str, dict]) -> pd.DataFrame:
     """The test NLL of stored recall runs by evaluation length: one row per (run, L).
 
     Returns:
-        A DataFrame with columns ``run``, ``scheme``, ``rope_base``, ``seed``, ``L``
-        (bytes) and ``nll`` (nats per byte, the run's ``nll_protocol``); lengths a run
-        could not score (``nll`` None, past a learned table) are left out.
+        A DataFrame with columns ``run``, ``scheme``, ``variant`` (as in
+        :func:`recall_cells`), ``rope_base``, ``seed``, ``L`` (bytes) and ``nll`` (nats
+        per byte, the run's ``nll_protocol``); lengths a run could not score (``nll`` None, past a learned table) are left out.
     """
     rows = [{"run": name, "scheme": run["recipe"]["base"]["model"]["position"],
+             "variant": run.get("variant", run["recipe"]["base"]["model"]["position"]),
              "rope_base": run["recipe"]["base"]["model"]["rope_base"],
              "seed": run["recipe"]["base"]["seed"], "L": int(length), "nll": value["nll"]}
             for name, run in runs.items() for length, value in run["test_nll"].items()
             if value["nll"] is not None]  # None: a length past a learned table
     import pandas as pd  # here, not at the top: the website's build reads this module without pandas
 
-    return pd.DataFrame(rows, columns=["run", "scheme", "rope_base", "seed", "L", "nll"])
+    return pd.DataFrame(rows, columns=["run", "scheme", "variant", "rope_base", "seed", "L", "nll"])
+
+
+def ablation_cells(runs: Mapping[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stored ablation read-outs (``NAME-ablate.json`` of ``tools/runs/ci_recall.py
+    --ablate``): both metrics with one layer's attention zeroed.
+
+    Returns:
+        ``(recall, nll)``: the tables of :func:`recall_cells` and :func:`recall_nll` with
+        one more column, ``ablated_layer`` (int).
+    """
+    recall, nll = [], []
+    for name, run in runs.items():
+        for layer, measured in run["ablated_layer"].items():
+            one = {name: {**run, "recall": measured["recall"], "test_nll": measured["test_nll"]}}
+            recall.append(recall_cells(one).assign(ablated_layer=int(layer)))
+            nll.append(recall_nll(one).assign(ablated_layer=int(layer)))
+    import pandas as pd  # here, not at the top: the website's build reads this module without pandas
+
+    return pd.concat(recall, ignore_index=True), pd.concat(nll, ignore_index=True)
 
 
 def passkey_run_shares(cells: pd.DataFrame, train_length: int,

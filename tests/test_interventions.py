@@ -210,3 +210,93 @@ def test_long_window_conditions_are_the_interventions() -> None:
         assert got["clamped distances"][2] == score(model, 8)
     assert list(long_window_conditions(tiny("alibi"), score, 4, (2,))) == [
         "shifted positions", "sliding attention"]
+
+
+def test_drawn_positions_are_sorted_draws_from_the_range_and_reproducible() -> None:
+    from posenc_lib import drawn_positions, randomized_positions
+
+    model = tiny("rope", layers=2)
+    tokens = torch.randint(0, 256, (3, 16))
+    with torch.no_grad(), drawn_positions(model, 100, seed=5):
+        a = model(tokens)
+    with torch.no_grad(), drawn_positions(model, 100, seed=5):
+        b = model(tokens)
+    torch.testing.assert_close(a, b)
+    positions = randomized_positions(3, 16, 100, torch.Generator().manual_seed(5))
+    assert positions.shape == (3, 16) and bool((positions.diff(dim=1) > 0).all())
+    assert int(positions.max()) < 100
+    with torch.no_grad():
+        torch.testing.assert_close(a, model(tokens, positions=positions))
+        assert not torch.allclose(a, model(tokens))
+    with pytest.raises(ValueError, match="tokens only"), drawn_positions(model, 100):
+        model(tokens, positions=torch.arange(16))
+    with pytest.raises(ValueError, match="position_range"):
+        randomized_positions(1, 16, 8)
+
+
+def test_ablated_attention_zeroes_a_layer_or_heads() -> None:
+    from posenc_lib import ablated_attention
+
+    model = tiny("rope", layers=2)
+    tokens = torch.randint(0, 256, (2, 12))
+    with torch.no_grad():
+        full = model(tokens)
+        with ablated_attention(model, [0, 1]):
+            none = model(tokens)
+        with ablated_attention(model, [1], heads=[0]):
+            some = model(tokens)
+        again = model(tokens)
+        x = torch.randn(2, 12, model.config.d_model)
+        block = model.blocks[1]
+        with ablated_attention(model, [1]):
+            assert float(block.attn(x).sub(block.attn.out.bias).abs().max()) == 0.0
+    torch.testing.assert_close(full, again)  # the hooks are gone
+    assert not torch.allclose(full, none) and not torch.allclose(full, some)
+    with pytest.raises(ValueError, match="layers"):
+        with ablated_attention(model, [2]):
+            pass
+    with pytest.raises(ValueError, match="heads"):
+        with ablated_attention(model, [0], heads=[9]):
+            pass
+
+
+def test_head_log_scaling_with_qwen_slopes_is_log_n() -> None:
+    import dataclasses
+    import math
+
+    from posenc_lib import head_log_scaling
+
+    model = tiny("rope", layers=2)
+    qwen = TransformerLM(dataclasses.replace(model.config, logit_scaling={
+        "kind": "log_length", "original_max_position_embeddings": 8})).eval()
+    qwen.load_state_dict(model.state_dict())
+    tokens = torch.randint(0, 256, (2, 40))
+    slopes = torch.full((2, 4), 1 / math.log(8))
+    with torch.no_grad():
+        with head_log_scaling(model, slopes, 8):
+            ours = model(tokens)
+        torch.testing.assert_close(ours, qwen(tokens), atol=1e-4, rtol=1e-4)
+        plain = model(tokens)
+        with head_log_scaling(model, torch.zeros(2, 4), 8):
+            torch.testing.assert_close(model(tokens), plain)  # α = 0: no change
+    with pytest.raises(ValueError, match="slopes"), head_log_scaling(model, torch.zeros(3, 4), 8):
+        pass
+
+
+def test_fit_head_log_scaling_lowers_the_loss_it_fits() -> None:
+    from posenc_lib import fit_head_log_scaling, head_log_scaling
+
+    torch.manual_seed(0)
+    model = tiny("rope", layers=2)
+    stream = torch.randint(0, 256, (5000,))
+    slopes = fit_head_log_scaling(model, stream, 64, 16, steps=15, windows=4, lr=0.1)
+    assert slopes.shape == (2, 4) and not slopes.requires_grad
+    assert all(p.requires_grad for p in model.parameters())  # unfrozen again
+    batch = stream[:65][None]
+    with torch.no_grad():
+        plain = torch.nn.functional.cross_entropy(model(batch[:, :-1])[0], batch[0, 1:])
+        with head_log_scaling(model, slopes, 16):
+            fitted = torch.nn.functional.cross_entropy(model(batch[:, :-1])[0], batch[0, 1:])
+    assert float(fitted) < float(plain)
+    with pytest.raises(ValueError, match="length"):
+        fit_head_log_scaling(model, stream, 16, 16)

@@ -11,6 +11,13 @@ changes one thing while the model's weights stay as they are:
 * :func:`sliding_window` lets every query see only its last ``window`` keys: long inputs,
   but distances and key counts as in training (sliding-window attention, as in Longformer's
   local attention).
+* :func:`drawn_positions` gives every sequence randomized positions, an ordered random
+  subset of a larger range (Ruoss et al. 2023's evaluation of a model trained that way).
+* :func:`ablated_attention` zeroes the attention output of chosen layers or heads: what a
+  task needs them for.
+* :func:`head_log_scaling` multiplies each head's queries by 1 + α_h ln(p/L0) beyond L0
+  (log-n with a slope per head), and :func:`fit_head_log_scaling` fits the slopes at one
+  held-out length.
 * :func:`clamped_rope_distances` keeps every key but scores any key more than
   ``max_distance`` back as if it were exactly ``max_distance`` back: more keys, no unseen
   distance. This is ReRoPE (Su 2023, "Rectified Rotary Position Embeddings"):
@@ -30,11 +37,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_lib.model.attention import SelfAttention, causal_mask, window_band
 from posenc_lib.analysis.attention_maps import rope_pair_dims
-from posenc_lib.encodings.positions import positions_from_mask
+from posenc_lib.encodings.positions import positions_from_mask, randomized_positions, require_int
 from posenc_lib.model.transformer import TransformerLM
 
 
@@ -110,6 +118,207 @@ def shifted_positions(model: TransformerLM, offset: int) -> Iterator[Transformer
 
     with _hooked([model], shift, pre=True):
         yield model
+
+
+@contextmanager
+def drawn_positions(model: TransformerLM, position_range: int, *, seed: int = 0) -> Iterator[TransformerLM]:
+    """Within the ``with`` block, every call ``model(tokens)`` that passes no positions gets
+    randomized ones: per sequence, an ordered random subset of 0 … ``position_range`` − 1
+    (:func:`~posenc_lib.encodings.positions.randomized_positions`).
+
+    This is how Ruoss et al. (2023) evaluate a model trained with randomized positions: at
+    test time too the positions are drawn from the whole range, so a test length L ≤ M
+    meets position values and gaps like those of training. Calls with explicit
+    ``positions`` or an ``attention_mask`` are refused: their positions mean something.
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM`.
+        position_range: M, at least every length the block evaluates.
+        seed: seeds the draws; the same seed and calls give the same positions.
+
+    Yields:
+        The same model.
+
+    Raises:
+        ValueError: for a call with explicit positions or a mask, or longer than M.
+    """
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(module: TransformerLM, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        tokens = args[0]
+        if len(args) > 1 or kwargs.get("positions") is not None or kwargs.get("attention_mask") is not None:
+            raise ValueError("drawn_positions draws the positions itself: call the model with tokens only")
+        positions = randomized_positions(tokens.shape[0], tokens.shape[1], position_range, generator)
+        return (tokens,), {"positions": positions.to(tokens.device)}
+
+    with _hooked([model], draw, pre=True):
+        yield model
+
+
+@contextmanager
+def ablated_attention(model: TransformerLM, layers: Sequence[int], *, heads: Sequence[int] | None = None
+                      ) -> Iterator[TransformerLM]:
+    """Within the ``with`` block, the attention of the given layers (or only the given heads
+    in them) contributes nothing: their head outputs are set to zero before the output
+    projection (zero ablation), the rest of the model unchanged.
+
+    What a task loses under it is what those layers' attention did for it: retrieval that
+    survives the ablation of a layer did not need that layer.
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM`.
+        layers: layer indices in 0 … num_layers − 1.
+        heads: head indices to ablate in each of those layers; None: all heads.
+
+    Yields:
+        The same model.
+
+    Raises:
+        ValueError: for a layer or head index out of range, or no layer.
+    """
+    blocks = list(model.blocks)
+    layers = list(layers)
+    if not layers or any(not 0 <= i < len(blocks) for i in layers):
+        raise ValueError(f"layers must be indices in 0 … {len(blocks) - 1}, got layers={layers}")
+    num_heads, head_dim = blocks[0].attn.num_heads, blocks[0].attn.head_dim
+    chosen = list(range(num_heads)) if heads is None else list(heads)
+    if not chosen or any(not 0 <= h < num_heads for h in chosen):
+        raise ValueError(f"heads must be indices in 0 … {num_heads - 1}, got heads={heads}")
+    keep = torch.ones(num_heads, head_dim)
+    keep[chosen] = 0.0
+    keep = keep.reshape(-1)  # (C,): the concatenated heads entering the output projection
+
+    def zero_heads(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        y = args[0]  # (B, T, C)
+        return (y * keep.to(y.device, y.dtype),), kwargs
+
+    with _hooked([blocks[i].attn.out for i in layers], zero_heads, pre=True):
+        yield model
+
+
+def head_log_factors(slopes: Tensor, seq: int, original_length: int) -> Tensor:
+    """The query multiplier of every (layer, head, position) under per-head log scaling:
+    1 + α_{ℓ,h} · ln((p + 1)/L0) where p + 1 > L0, else 1.
+
+    With every α = 1/ln L0 this is Qwen's log-n, log_{L0}(p + 1)
+    (:mod:`~posenc_lib.encodings.logit_scaling`'s ``log_length``); a slope per head lets
+    each head sharpen (α > 0) or flatten (α < 0) with length by its own amount.
+
+    Args:
+        slopes: α, float ``[num_layers, H]`` (may require grad).
+        seq: T, positions 0 … T − 1.
+        original_length: L0 ≥ 1 (L_train).
+
+    Returns:
+        ``[num_layers, H, T]`` in the slopes' dtype.
+    """
+    require_int(original_length, "original_length", 1)
+    length = torch.arange(1, seq + 1, dtype=torch.float64, device=slopes.device)
+    log_ratio = (length / original_length).log().clamp(min=0).to(slopes.dtype)  # (T,)
+    return 1 + slopes[:, :, None] * log_ratio  # (layers, H, T)
+
+
+@contextmanager
+def head_log_scaling(model: TransformerLM, slopes: Tensor, original_length: int
+                     ) -> Iterator[TransformerLM]:
+    """Within the ``with`` block, the query of head h in layer ℓ at position p is multiplied
+    by 1 + α_{ℓ,h} · ln((p + 1)/L0) beyond L0 (:func:`head_log_factors`): log-n scaling
+    with a slope per head, e.g. fitted by :func:`fit_head_log_scaling`.
+
+    A multiplier on q scales the logits q·k of that query and head (RoPE rotates q
+    linearly, so it makes no difference whether it acts before or after the rotation).
+    Positions are 0 … T − 1 (calls with explicit positions are not supported).
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM`.
+        slopes: α, float ``[num_layers, H]``; gradients flow to it.
+        original_length: L0 (L_train).
+
+    Yields:
+        The same model.
+
+    Raises:
+        ValueError: if ``slopes`` is not ``[num_layers, H]``.
+    """
+    layers = _attention_layers(model)
+    if tuple(slopes.shape) != (len(layers), layers[0].num_heads):
+        raise ValueError(f"slopes must be [num_layers={len(layers)}, heads={layers[0].num_heads}], "
+                         f"got {tuple(slopes.shape)}")
+
+    def hook_for(index: int) -> Callable:
+        def scale_queries(module: nn.Module, args: tuple, kwargs: dict, out: Tensor) -> Tensor:
+            b, t, three_c = out.shape
+            c = three_c // 3
+            heads = layers[index].num_heads
+            factor = head_log_factors(slopes[index:index + 1], t, original_length)[0]  # (H, T)
+            factor = factor.T.repeat_interleave(c // heads, dim=1).to(out.dtype)  # (T, C)
+            return torch.cat([out[..., :c] * factor, out[..., c:]], dim=-1)
+        return scale_queries
+
+    handles = [layer.qkv.register_forward_hook(hook_for(i), with_kwargs=True)
+               for i, layer in enumerate(layers)]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def fit_head_log_scaling(model: TransformerLM, tokens: Tensor, length: int, original_length: int, *,
+                         steps: int = 60, windows: int = 8, lr: float = 0.05, seed: int = 0) -> Tensor:
+    """Fit the slopes α of :func:`head_log_scaling` at one length, the model's weights frozen:
+    Adam on the mean next-token NLL of ``windows`` random windows of ``length`` tokens per
+    step, α starting at 0 (no scaling).
+
+    Wang et al. (2024, "Length generalization of causal Transformers without position
+    encoding") fit a temperature per head at the target length; this fits the slope of a
+    per-head log-n factor instead, so that one fit gives a multiplier at every length, 1 up
+    to L0 (cited, not measured).
+
+    Args:
+        model: a :class:`~posenc_lib.model.transformer.TransformerLM`.
+        tokens: ``[N]`` held-out stream (not the test split), N > ``length``.
+        length: the fitting length (> L0 for the slopes to matter).
+        original_length: L0.
+        steps, windows, lr, seed: the fit.
+
+    Returns:
+        float32 ``[num_layers, H]``, detached.
+
+    Raises:
+        ValueError: if ``length`` ≤ ``original_length`` or the stream is too short.
+    """
+    if length <= original_length:
+        raise ValueError(f"length must exceed original_length={original_length} (below it every "
+                         f"factor is 1), got length={length}")
+    if tokens.numel() <= length:
+        raise ValueError(f"tokens must hold more than length={length} tokens, got {tokens.numel()}")
+    layers = _attention_layers(model)
+    device = next(model.parameters()).device
+    slopes = torch.zeros(len(layers), layers[0].num_heads, device=device, requires_grad=True)
+    optimizer = torch.optim.Adam([slopes], lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    stream = tokens.long()
+    was_training = model.training
+    model.eval()
+    frozen = [p for p in model.parameters() if p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        for _ in range(steps):
+            starts = torch.randint(0, stream.numel() - length - 1, (windows,), generator=generator)
+            batch = stream[starts[:, None] + torch.arange(length + 1)].to(device)  # (W, L + 1)
+            with head_log_scaling(model, slopes, original_length):
+                logits = model(batch[:, :-1]).float()
+            loss = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+        model.train(was_training)
+    return slopes.detach().float()
 
 
 def band_bias(seq: int, window: int, *, device: torch.device | str | None = None) -> Tensor:

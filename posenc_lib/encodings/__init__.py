@@ -2,8 +2,9 @@
 (``positions`` holds the one helper the relative encodings share)."""
 
 from posenc_lib.encodings.alibi import alibi_bias, alibi_bias_from_mask, alibi_slopes
+from posenc_lib.encodings.forget_gate import ForgetGate, forget_gate_bias, gate_bias_for_slopes
 from posenc_lib.encodings.learned import LearnedPositionalEmbedding
-from posenc_lib.encodings.positions import positions_from_mask
+from posenc_lib.encodings.positions import positions_from_mask, randomized_positions
 from posenc_lib.encodings.rope import (
     RotaryEmbedding,
     apply_rope,
@@ -48,6 +49,10 @@ __all__ = [
     "normalize_rope_parameters",
     "normalize_rope_scaling",
     "positions_from_mask",
+    "randomized_positions",
+    "ForgetGate",
+    "forget_gate_bias",
+    "gate_bias_for_slopes",
     "rope_cos_sin",
     "rope_inverse_frequencies",
     "rope_scaled_frequencies",

@@ -98,3 +98,28 @@ def check_positions(positions: Tensor, batch: int, seq: int) -> None:
     if positions.shape not in ((seq,), (batch, seq)):
         raise ValueError(f"positions must be [seq={seq}] or [batch={batch}, seq={seq}], "
                          f"got shape {tuple(positions.shape)}")
+
+
+def randomized_positions(batch: int, length: int, position_range: int,
+                         generator: torch.Generator | None = None) -> Tensor:
+    """Randomized positions (Ruoss et al. 2023, "Randomized positional encodings boost
+    length generalization", §3): for each of ``batch`` sequences, ``length`` positions
+    drawn without replacement from 0 … ``position_range`` − 1 and sorted, so the order is
+    kept while the values cover the whole range.
+
+    Args:
+        batch, length: B and L ≥ 1.
+        position_range: M ≥ L.
+        generator: the torch generator that draws them (reproducible runs).
+
+    Returns:
+        int64 ``[B, L]``, increasing along each row.
+
+    Raises:
+        TypeError, ValueError: if B or L is not an integer ≥ 1, or M is not an integer ≥ L.
+    """
+    require_int(batch, "batch", 1)
+    require_int(length, "length", 1)
+    require_int(position_range, "position_range", length)
+    return torch.stack([torch.randperm(position_range, generator=generator)[:length].sort().values
+                        for _ in range(batch)])  # (B, L)

@@ -17,6 +17,7 @@ from posenc_lib.encodings.logit_scaling import (
     query_scale,
     softmax_scale_multiplier,
 )
+from posenc_lib.encodings.forget_gate import ForgetGate, forget_gate_bias
 from posenc_lib.encodings.rope import RotaryEmbedding
 
 
@@ -242,6 +243,9 @@ class SelfAttention(nn.Module):
         sliding_window: local attention: each query sees itself and the
             ``sliding_window`` − 1 keys before it (:func:`sliding_window_mask`); None
             (default): every earlier key. Causal layers only.
+        forget_gate: add the Forgetting Transformer's learned recency bias
+            D_ij = Σ_{k=j+1..i} log f_k (:mod:`~posenc_lib.encodings.forget_gate`; Lin et
+            al. 2025) to the scores; False (default): no gate, no extra parameters.
 
     ``forward(x [B, T, C], bias=None, positions=None, mask=None) -> [B, T, C]``;
     ``positions`` (integer ``[T]`` or ``[B, T]``) defaults to 0 … T−1 and is only used
@@ -250,7 +254,8 @@ class SelfAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, *, rotary: RotaryEmbedding | None = None, causal: bool = True,
-                 logit_scaling: dict | None = None, sliding_window: int | None = None) -> None:
+                 logit_scaling: dict | None = None, sliding_window: int | None = None,
+                 forget_gate: bool = False) -> None:
         super().__init__()
         if num_heads < 1:
             raise ValueError(f"num_heads must be >= 1, got num_heads={num_heads}")
@@ -266,6 +271,7 @@ class SelfAttention(nn.Module):
                 raise ValueError("sliding_window needs a causal layer, got causal=False")
             sliding_window_mask(1, 1, sliding_window)  # names a bad window
         self.sliding_window = sliding_window
+        self.forget_gate = ForgetGate(d_model, num_heads) if forget_gate else None
         self.logit_scaling = normalize_logit_scaling(logit_scaling)
         multiplier = softmax_scale_multiplier(self.logit_scaling)
         # None: SDPA's own 1/√D, exactly as without logit scaling
@@ -308,6 +314,8 @@ class SelfAttention(nn.Module):
             scores = scores * self.scale
         if bias is not None:
             scores = scores + bias.float()
+        if self.forget_gate is not None:
+            scores = scores + forget_gate_bias(self.forget_gate(x))
         if self.sliding_window is not None:
             scores = scores + sliding_window_mask(t, t, self.sliding_window, device=x.device)
         elif self.causal:
@@ -327,6 +335,14 @@ class SelfAttention(nn.Module):
             mask = local_mask(score_mask(bias, t, t, device=x.device, dtype=q.dtype),
                               t, self.sliding_window, q.dtype, x.device)
             bias = None
+        if self.forget_gate is not None:  # a bias of its own per sequence: (B, H, T, T)
+            gate = forget_gate_bias(self.forget_gate(x)).to(q.dtype)
+            if mask is None:
+                mask = score_mask(gate if bias is None else bias + gate, t, t,
+                                  causal=self.causal, device=x.device, dtype=q.dtype)
+                bias = None
+            else:
+                mask = mask + gate
         y = attend(q, k, v, bias, causal=self.causal, mask=mask, scale=self.scale)  # (B, H, T, D)
         return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)
 

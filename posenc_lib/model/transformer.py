@@ -26,6 +26,7 @@ from posenc_lib.encodings import (
     sinusoidal_encoding,
     t5_relative_position_bucket,
 )
+from posenc_lib.encodings.forget_gate import gate_bias_for_slopes
 from posenc_lib.encodings.learned import DEFAULT_INIT_STD
 from posenc_lib.encodings.positions import check_positions, require_tensor
 from posenc_lib.encodings.logit_scaling import applies_to_layer, normalize_logit_scaling
@@ -103,6 +104,15 @@ class ModelConfig:
         logit_scaling: a rule of :mod:`~posenc_lib.encodings.logit_scaling`
             (DeepSeek's YaRN softmax scale, Qwen's log-length queries, Llama 4's
             temperature in NoPE layers), or None (default). Stored normalised.
+        forget_gate: every layer adds the Forgetting Transformer's learned recency bias
+            (Lin et al. 2025; :mod:`~posenc_lib.encodings.forget_gate`); with
+            ``position="none"`` this is FoX. Default False. Left out of :meth:`to_dict`
+            when False, so configs written before it existed keep their cache keys.
+        forget_gate_init: ``"linear"`` (default: PyTorch's ``nn.Linear`` start, the
+            paper's default) or ``"alibi"`` (gate weights 0 and biases
+            :func:`~posenc_lib.encodings.forget_gate.gate_bias_for_slopes` of ALiBi's
+            slopes: the model starts as ALiBi, and the gates may then learn to depend on
+            the data). Left out of :meth:`to_dict` at its default.
     """
 
     position: PositionScheme = "rope"
@@ -126,6 +136,8 @@ class ModelConfig:
     sliding_window: int | None = None
     nope_layers: list[int] | None = None
     logit_scaling: dict | None = None
+    forget_gate: bool = False
+    forget_gate_init: str = "linear"
 
     def __post_init__(self) -> None:
         # Everything that would fail at the first forward pass fails here, when the model is built.
@@ -156,6 +168,13 @@ class ModelConfig:
         for name in ("rope_base", "sinusoidal_base"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {name}={getattr(self, name)}")
+        if not isinstance(self.forget_gate, bool):
+            raise ValueError(f"forget_gate must be True or False, got forget_gate={self.forget_gate!r}")
+        if self.forget_gate_init not in ("linear", "alibi"):
+            raise ValueError("forget_gate_init must be 'linear' or 'alibi', got "
+                             f"forget_gate_init={self.forget_gate_init!r}")
+        if self.forget_gate_init != "linear" and not self.forget_gate:
+            raise ValueError("forget_gate_init needs forget_gate=True")
         self._check_layer_pattern()
         if self.rope_scaling is not None:
             if self.position != "rope":
@@ -249,7 +268,17 @@ class ModelConfig:
         return self.d_model // self.num_heads
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as a dict; fields added later (:data:`KEY_STABLE_FIELDS`) appear only
+        when they differ from their default, so earlier configs keep their cache keys."""
+        out = asdict(self)
+        for name, default in KEY_STABLE_FIELDS.items():
+            if out[name] == default:
+                del out[name]
+        return out
+
+
+KEY_STABLE_FIELDS: dict[str, object] = {"forget_gate": False, "forget_gate_init": "linear"}
+"""ModelConfig fields that :meth:`ModelConfig.to_dict` leaves out at their default."""
 
 
 def every_kth_layer(num_layers: int, k: int) -> tuple[int, ...]:
@@ -279,7 +308,8 @@ class Block(nn.Module):
         self.norm1 = nn.LayerNorm(config.d_model)
         self.attn = SelfAttention(config.d_model, config.num_heads, rotary=rotary,
                                   sliding_window=sliding_window,
-                                  logit_scaling=logit_scaling)
+                                  logit_scaling=logit_scaling,
+                                  forget_gate=config.forget_gate)
         self.norm2 = nn.LayerNorm(config.d_model)
         hidden = config.mlp_ratio * config.d_model
         self.mlp = nn.Sequential(nn.Linear(config.d_model, hidden), nn.GELU(), nn.Linear(hidden, config.d_model))
@@ -343,6 +373,11 @@ class TransformerLM(nn.Module):
             blocks.append(Block(c, rotary, logit_scaling=scaling,
                                 sliding_window=c.sliding_window if sliding else None))
         self.blocks = nn.ModuleList(blocks)
+        if c.forget_gate_init == "alibi":  # start as ALiBi: log f = −m_h at every token
+            with torch.no_grad():
+                for block in self.blocks:
+                    block.attn.forget_gate.proj.weight.zero_()
+                    block.attn.forget_gate.proj.bias.copy_(gate_bias_for_slopes(alibi_slopes(c.num_heads)))
         self.final_norm = nn.LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self._sinusoidal_cache = torch.empty(0, c.d_model)

@@ -61,6 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from posenc_lib.encodings.positions import randomized_positions
 from posenc_lib.model.transformer import TransformerLM
 from posenc_lib.tasks.retrieval import PasskeyTemplate, repeat_training_windows
 from posenc_lib.training.data import sample_batch
@@ -810,8 +811,8 @@ def recall_mix_batches(config: RecallMixConfig, tokens: Tensor, generator: torch
             if config.position_range is None:
                 yield inputs, targets, answer
                 continue
-            positions = torch.stack([torch.randperm(config.position_range, generator=draws)[
-                : base.seq_len].sort().values for _ in range(base.batch_size)])  # [B, L]
+            positions = randomized_positions(base.batch_size, base.seq_len, config.position_range,
+                                             draws)  # [B, L]
             yield inputs, targets, answer, positions
 
 

@@ -69,7 +69,7 @@ class TrainConfig:
             raise ValueError(f"autocast_dtype must be 'float32' or 'bfloat16', got {self.autocast_dtype!r}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "model": self.model.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
@@ -426,7 +426,7 @@ class FineTuneConfig:
         return replace(self.base.model, rope_scaling=self.rope_scaling)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "base": self.base.to_dict()}
 
 
 def fine_tune(

@@ -22,18 +22,37 @@ randomized positions, an ordered random subset of 0 … M − 1 per window (item
 table gets M rows). ``--log-n`` reads each trained model
 again with Qwen's log-n scaling (``logit_scaling`` ``log_length``, L0 = L_train; no
 retraining) and writes ``NAME-logn.json``: both metrics under the scaling, and the
-last-layer attention entropy per head by L with and without it (item 4). Each run writes one JSON file
+last-layer attention entropy per head by L with and without it (item 4);
+``--head-temperature`` reads them with log-n slopes per head fitted at 4 × L_train on the
+validation split (``fit_head_log_scaling``; ``NAME-headtemp.json``); ``--drawn-positions``
+reads ``--position-range`` models with positions drawn at test time as well
+(``drawn_positions``; ``NAME-drawn.json``); ``--ablate`` measures both metrics with the
+attention of each layer zeroed in turn (``ablated_attention``; ``NAME-ablate.json``; the
+hybrids of ``VARIANTS``, item 6, and ``fox``, item 5, are trained by naming them in
+``--schemes``). Each run writes one JSON file
 (configuration, results, provenance); finished runs are skipped. ``--table`` prints the
 tables of ``results/ci-recall/README.md`` from the stored runs instead of running.
 """
 
 import argparse
+import contextlib
 import dataclasses
+import math
 import re
 import time
 from pathlib import Path
 
-from posenc_lib import TransformerLM, attention_entropy, attention_probabilities, get_scale, load_corpus
+from posenc_lib import (
+    TransformerLM,
+    ablated_attention,
+    attention_entropy,
+    attention_probabilities,
+    drawn_positions,
+    fit_head_log_scaling,
+    get_scale,
+    head_log_scaling,
+    load_corpus,
+)
 from posenc_lib.records import provenance, write_json_atomic
 from posenc_lib.tasks.recall import (
     RecallConfig,
@@ -51,6 +70,24 @@ DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_PLAN = "1k0d:1000,2k1d:1000,4k2d:1000"
 EVAL_TASKS = ("1k0d", "2k1d", "4k2d", "2k0dc2")
 NLL_TOKENS = 16384
+WINDOW = 32  # sliding window of a hybrid's local layer: L_train / 4, as in results/ci-shipping
+LOCAL_GLOBAL = ["sliding_attention", "full_attention"]
+# Chapter 14's hybrids (item 6) and FoX (item 5) on the 2-layer ci model: name -> (position, ModelConfig
+# overrides). Layer 0 is the local or RoPE layer, layer 1 the global one.
+VARIANTS = {
+    # SmolLM3's pattern (a NoPE layer among RoPE layers) at this depth: the last layer NoPE
+    "rnope": ("rope", {"nope_layers": [1]}),
+    # iRoPE / RNoPE-SWA: a local RoPE layer (window 32), a global NoPE layer
+    "irope": ("rope", {"nope_layers": [1], "layer_types": LOCAL_GLOBAL, "sliding_window": WINDOW}),
+    # Gemma 3's per-layer-type bases: local base 1e4 (window 32), global base 1e6
+    "gemma3-bases": ("rope", {"layer_types": LOCAL_GLOBAL, "sliding_window": WINDOW,
+                              "rope_scaling": {"sliding_attention": {"rope_theta": 10000.0},
+                                               "full_attention": {"rope_theta": 1000000.0}}}),
+    # the Forgetting Transformer (Lin et al. 2025): NoPE plus a learned forget gate per head (item 5)
+    "fox": ("none", {"forget_gate": True}),
+    # FoX started as ALiBi (gate weights 0, σ(b_h) = e^{−m_h}): the data-independent special case
+    "fox-alibi-init": ("none", {"forget_gate": True, "forget_gate_init": "alibi"}),
+}
 
 
 def task(code: str) -> RecallConfig:
@@ -74,8 +111,9 @@ def plan(text: str) -> tuple[RecallStage, ...]:
 def config_for(scheme: str, seed: int, args: argparse.Namespace) -> RecallMixConfig:
     stages = plan(args.plan)
     overrides = {} if args.rope_base is None else {"rope_base": args.rope_base}
+    position, variant = VARIANTS.get(scheme, (scheme, {}))
     position_range = getattr(args, "position_range", None)
-    base = dataclasses.replace(CI.train_config(scheme, seed, **overrides),
+    base = dataclasses.replace(CI.train_config(position, seed, **overrides, **variant),
                                steps=sum(s.steps for s in stages))
     if position_range is not None and scheme == "learned":  # a row for every position drawn
         base = dataclasses.replace(base, model=dataclasses.replace(
@@ -140,6 +178,7 @@ def run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
     return {
         "format": 1,
         "name": name(scheme, seed, args),
+        "variant": scheme,
         "recipe": config.to_dict(),
         "curriculum": config.describe(),
         "model_cache_key": recall_mix_cache_key(config, "cpu"),
@@ -172,31 +211,104 @@ def entropy_by_length(model, test) -> dict[str, list[float]]:
     return out
 
 
-def logn_run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
-    """The trained model read again with log-n scaling (no retraining): both metrics, and
-    the attention entropy with and without the scaling."""
+def read_again(scheme: str, seed: int, args: argparse.Namespace, suffix: str, how: dict,
+               reader) -> dict:
+    """The trained model of (scheme, seed) measured again on both metrics under ``reader``
+    (a function model -> (model to measure, context manager factory)), no retraining."""
     config = config_for(scheme, seed, args)
-    test = load_corpus(config.base.corpus).test
+    data = load_corpus(config.base.corpus)
     model, _ = recall_mix_cached(config, "cpu", progress=False)
-    rule = {"kind": "log_length", "original_max_position_embeddings": config.base.seq_len}
-    scaled = TransformerLM(dataclasses.replace(config.model, logit_scaling=rule)).eval()
-    scaled.load_state_dict(model.state_dict())
     start = time.perf_counter()
-    recall, nll = measure(scaled, test, args)
+    measured, within, extra = reader(model, data)
+    with within():
+        recall, nll = measure(measured, data.test, args)
+        entropy = entropy_by_length(measured, data.test)
     return {
         "format": 1,
-        "name": name(scheme, seed, args) + "-logn",
+        "name": name(scheme, seed, args) + suffix,
+        "variant": scheme,
         "recipe": config.to_dict(),
         "model_cache_key": recall_mix_cache_key(config, "cpu"),
-        "eval_logit_scaling": rule,
+        "read_out": how,
+        **extra,
         "recall_protocol": recall_protocol(args),
         "recall": recall,
         "test_nll": nll,
         "nll_protocol": f"non-overlapping windows of L, first {NLL_TOKENS} test bytes, nats per byte",
         "entropy_protocol": f"last layer, per head, mean over the last {ENTROPY_QUERIES} queries "
                             f"of {ENTROPY_WINDOWS} consecutive test windows of L (nats)",
-        "entropy": {"plain": entropy_by_length(model, test),
-                    "log_length": entropy_by_length(scaled, test)},
+        # the log-n read-outs of results/ci-recall name their entropy "log_length"
+        "entropy": {"plain": entropy_by_length(model, data.test),
+                    "log_length" if how["kind"] == "log_n" else "read_out": entropy},
+        "timing": {"eval_wall_s": time.perf_counter() - start},
+        "provenance": provenance("cpu"),
+    }
+
+
+def logn_reader(config):
+    """Qwen's log-n (``logit_scaling`` ``log_length``, L0 = L_train) on the trained weights."""
+    rule = {"kind": "log_length", "original_max_position_embeddings": config.base.seq_len}
+
+    def reader(model, data):
+        scaled = TransformerLM(dataclasses.replace(config.model, logit_scaling=rule)).eval()
+        scaled.load_state_dict(model.state_dict())
+        return scaled, contextlib.nullcontext, {"eval_logit_scaling": rule}
+    return reader
+
+
+HEAD_FIT_LENGTH_FACTOR = 4  # the held-out fitting length: 4 × L_train
+
+
+def head_temperature_reader(config):
+    """Log-n with a slope per head, fitted at 4 L_train on the validation split (item 4)."""
+    length = HEAD_FIT_LENGTH_FACTOR * config.base.seq_len
+
+    def reader(model, data):
+        fit = {"length": length, "split": "validation", "steps": 60, "windows": 8, "lr": 0.05,
+               "seed": 0, "init": "zeros"}
+        slopes = fit_head_log_scaling(model, data.validation, length, config.base.seq_len,
+                                      steps=fit["steps"], windows=fit["windows"], lr=fit["lr"],
+                                      seed=fit["seed"])
+        return model, lambda: head_log_scaling(model, slopes, config.base.seq_len), {
+            "head_fit": fit, "head_slopes": slopes.tolist(),
+            "qwen_slope": 1 / math.log(config.base.seq_len)}
+    return reader
+
+
+def drawn_reader(config):
+    """Randomized positions at test time too (Ruoss et al.'s protocol), from the training range."""
+    if config.position_range is None:
+        raise SystemExit("--drawn-positions reads models trained with --position-range")
+
+    def reader(model, data):
+        return model, lambda: drawn_positions(model, config.position_range, seed=0), {
+            "test_positions": f"per window an ordered random subset of 0 … {config.position_range - 1}"
+                              " (drawn_positions, seed 0)"}
+    return reader
+
+
+def ablation_runs(scheme: str, seed: int, args: argparse.Namespace) -> dict:
+    """Recall and NLL with the attention of each layer zeroed in turn (item 6)."""
+    config = config_for(scheme, seed, args)
+    data = load_corpus(config.base.corpus)
+    model, _ = recall_mix_cached(config, "cpu", progress=False)
+    start = time.perf_counter()
+    per_layer = {}
+    for layer in range(len(model.blocks)):
+        with ablated_attention(model, [layer]):
+            recall, nll = measure(model, data.test, args)
+        per_layer[str(layer)] = {"recall": recall, "test_nll": nll}
+    return {
+        "format": 1,
+        "name": name(scheme, seed, args) + "-ablate",
+        "variant": scheme,
+        "recipe": config.to_dict(),
+        "model_cache_key": recall_mix_cache_key(config, "cpu"),
+        "read_out": {"kind": "ablated_attention",
+                     "what": "the attention output of one layer (every head) set to zero"},
+        "recall_protocol": recall_protocol(args),
+        "nll_protocol": f"non-overlapping windows of L, first {NLL_TOKENS} test bytes, nats per byte",
+        "ablated_layer": per_layer,
         "timing": {"eval_wall_s": time.perf_counter() - start},
         "provenance": provenance("cpu"),
     }
@@ -232,7 +344,9 @@ def show(frame) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--schemes", nargs="+", default=["rope", "none", "alibi"])
+    parser.add_argument("--schemes", nargs="+", default=["rope", "none", "alibi"],
+                        help="positions (rope, none, alibi, learned, …) or hybrids: "
+                             + ", ".join(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--plan", default=DEFAULT_PLAN, help="curriculum, e.g. " + DEFAULT_PLAN)
     parser.add_argument("--fraction", type=float, default=0.375, help="recall windows per batch")
@@ -247,19 +361,40 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="print the tables of the stored runs")
     parser.add_argument("--log-n", action="store_true",
                         help="read the trained models again with log-n scaling (NAME-logn.json)")
+    parser.add_argument("--head-temperature", action="store_true",
+                        help="read them with per-head log-n slopes fitted at 4 L_train (NAME-headtemp.json)")
+    parser.add_argument("--drawn-positions", action="store_true",
+                        help="read --position-range models with positions drawn at test too (NAME-drawn.json)")
+    parser.add_argument("--ablate", action="store_true",
+                        help="both metrics with each layer's attention zeroed (NAME-ablate.json)")
     args = parser.parse_args()
     if args.table:
         tables(args.out)
         return
     args.out.mkdir(parents=True, exist_ok=True)
+    readers = {"log_n": ("-logn", "log_length (Qwen), L0 = L_train", logn_reader),
+               "head_temperature": ("-headtemp", "per-head log-n slopes fitted at 4 L_train",
+                                    head_temperature_reader),
+               "drawn_positions": ("-drawn", "randomized positions at test", drawn_reader)}
+    chosen = [key for key in readers if getattr(args, key)]
     for seed in args.seeds:
         for scheme in args.schemes:
-            suffix = "-logn" if args.log_n else ""
+            suffix = "-ablate" if args.ablate else readers[chosen[0]][0] if chosen else ""
             path = args.out / f"{name(scheme, seed, args)}{suffix}.json"
             if path.exists():
                 print(path.name, "exists: skipped", flush=True)
                 continue
-            result = (logn_run if args.log_n else run)(scheme, seed, args)
+            if args.ablate:
+                write_json_atomic(path, ablation_runs(scheme, seed, args))
+                print(path.name, "written", flush=True)
+                continue
+            if chosen:
+                suffix, how, make = readers[chosen[0]]
+                config = config_for(scheme, seed, args)
+                result = read_again(scheme, seed, args, suffix, {"kind": chosen[0], "what": how},
+                                    make(config))
+            else:
+                result = run(scheme, seed, args)
             write_json_atomic(path, result)
             at_train = {code: sum(r["correct"] for r in result["recall"]
                                   if r["task"] == code and r["length"] == CI.seq_len)
