@@ -307,7 +307,8 @@ def recall_nll(runs: Mapping[str, dict]) -> pd.DataFrame:
     Returns:
         A DataFrame with columns ``run``, ``scheme``, ``variant`` (as in
         :func:`recall_cells`), ``rope_base``, ``seed``, ``L`` (bytes) and ``nll`` (nats
-        per byte, the run's ``nll_protocol``); lengths a run could not score (``nll`` None, past a learned table) are left out.
+        per byte, the run's ``nll_protocol``); lengths a run could not score (``nll``
+        None, past a learned table) are left out.
     """
     rows = [{"run": name, "scheme": run["recipe"]["base"]["model"]["position"],
              "variant": run.get("variant", run["recipe"]["base"]["model"]["position"]),
