@@ -300,3 +300,19 @@ def test_fit_head_log_scaling_lowers_the_loss_it_fits() -> None:
     assert float(fitted) < float(plain)
     with pytest.raises(ValueError, match="length"):
         fit_head_log_scaling(model, stream, 16, 16)
+
+
+def test_sliding_window_on_chosen_layers_only() -> None:
+    model = tiny("rope", layers=2)
+    tokens = torch.randint(0, 256, (1, 20))
+    with torch.no_grad():
+        full = model(tokens)
+        with sliding_window(model, 4, layers=[1]):
+            last_only = model(tokens)
+        with sliding_window(model, 4):
+            both = model(tokens)
+    assert not torch.allclose(full[:, 5:], last_only[:, 5:])
+    assert not torch.allclose(both[:, 5:], last_only[:, 5:])
+    torch.testing.assert_close(full[:, :4], last_only[:, :4])  # the first 4 queries see all keys
+    with pytest.raises(ValueError, match="layers"), sliding_window(model, 4, layers=[2]):
+        pass

@@ -343,8 +343,10 @@ def band_bias(seq: int, window: int, *, device: torch.device | str | None = None
 
 
 @contextmanager
-def sliding_window(model: TransformerLM, window: int) -> Iterator[TransformerLM]:
-    """Within the ``with`` block, every query of every layer sees only its last ``window`` keys.
+def sliding_window(model: TransformerLM, window: int, *, layers: Sequence[int] | None = None
+                   ) -> Iterator[TransformerLM]:
+    """Within the ``with`` block, every query of every layer (or of ``layers`` only) sees only
+    its last ``window`` keys.
 
     The mask is added to the layer's score bias (ALiBi's or T5's, if any), so it works for
     every scheme, and :func:`~posenc_lib.analysis.attention_maps.attention_probabilities` sees it too.
@@ -354,12 +356,13 @@ def sliding_window(model: TransformerLM, window: int) -> Iterator[TransformerLM]
     Args:
         model: a :class:`~posenc_lib.model.transformer.TransformerLM` of any scheme.
         window: keys per query, ≥ 1 (distances 0 … window − 1).
+        layers: the layer indices to restrict; None (default): every layer.
 
     Yields:
         The same model.
 
     Raises:
-        ValueError: if ``window`` < 1.
+        ValueError: if ``window`` < 1, or a layer index is out of range.
     """
     if window < 1:
         raise ValueError(f"window must be >= 1, got window={window}")
@@ -375,7 +378,12 @@ def sliding_window(model: TransformerLM, window: int) -> Iterator[TransformerLM]
             bias = bias + band  # (…, H, T, T) + (T, T)
         return _with_bias(args, kwargs, bias)
 
-    with _hooked(_attention_layers(model), add_band, pre=True):
+    chosen = _attention_layers(model)
+    if layers is not None:
+        if not layers or any(not 0 <= i < len(chosen) for i in layers):
+            raise ValueError(f"layers must be indices in 0 … {len(chosen) - 1}, got layers={layers}")
+        chosen = [chosen[i] for i in layers]
+    with _hooked(chosen, add_band, pre=True):
         yield model
 
 

@@ -27,7 +27,10 @@ last-layer attention entropy per head by L with and without it (item 4);
 validation split (``fit_head_log_scaling``; ``NAME-headtemp.json``); ``--drawn-positions``
 reads ``--position-range`` models with positions drawn at test time as well
 (``drawn_positions``; ``NAME-drawn.json``); ``--ablate`` measures both metrics with the
-attention of each layer zeroed in turn (``ablated_attention``; ``NAME-ablate.json``; the
+attention of each layer zeroed in turn (``ablated_attention``; ``NAME-ablate.json``);
+``--heads`` measures four-key recall with each head of the last layer zeroed and with that
+layer limited to a window of 32 keys (``NAME-heads.json``); ``--gates`` stores what a FoX
+model's forget gates learned per layer and head (``NAME-gates.json``; the
 hybrids of ``VARIANTS``, item 6, and ``fox``, item 5, are trained by naming them in
 ``--schemes``). Each run writes one JSON file
 (configuration, results, provenance); finished runs are skipped. ``--table`` prints the
@@ -42,9 +45,12 @@ import re
 import time
 from pathlib import Path
 
+import torch
+
 from posenc_lib import (
     TransformerLM,
     ablated_attention,
+    alibi_slopes,
     attention_entropy,
     attention_probabilities,
     drawn_positions,
@@ -52,6 +58,7 @@ from posenc_lib import (
     get_scale,
     head_log_scaling,
     load_corpus,
+    sliding_window,
 )
 from posenc_lib.records import provenance, write_json_atomic
 from posenc_lib.tasks.recall import (
@@ -287,6 +294,92 @@ def drawn_reader(config):
     return reader
 
 
+ATTRIBUTION_TASK = "4k2d"
+ATTRIBUTION_LENGTHS = (128, 512, 2048)
+
+
+def attribution_run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
+    """Four-key recall with one head of the last (global) layer zeroed at a time, and with
+    that layer limited to a window of 32 keys: which head, and whether the far keys, carry
+    retrieval (item 6). Task 4k2d, L = 1, 4, 16 × L_train; the draws and windows of
+    :func:`measure`."""
+    config = config_for(scheme, seed, args)
+    data = load_corpus(config.base.corpus)
+    model, _ = recall_mix_cached(config, "cpu", progress=False)
+    last = len(model.blocks) - 1
+    conditions = {"none": contextlib.nullcontext,
+                  f"layer {last} window {WINDOW}": lambda: sliding_window(model, WINDOW, layers=[last])}
+    for head in range(model.config.num_heads):
+        conditions[f"layer {last} head {head}"] = (
+            lambda head=head: ablated_attention(model, [last], heads=[head]))
+    start = time.perf_counter()
+    rows = []
+    for label, within in conditions.items():
+        with within():
+            for draw in range(args.draws):
+                for length in ATTRIBUTION_LENGTHS:
+                    for depth in DEPTHS:
+                        windows = sample_recall_windows(task(ATTRIBUTION_TASK), length, depth,
+                                                        args.windows, data.test, seed=draw)
+                        for row in recall_accuracy(model, windows):
+                            rows.append({"condition": label, "task": ATTRIBUTION_TASK, "draw": draw, **row})
+    return {
+        "format": 1,
+        "name": name(scheme, seed, args) + "-heads",
+        "variant": scheme,
+        "recipe": config.to_dict(),
+        "model_cache_key": recall_mix_cache_key(config, "cpu"),
+        "read_out": {"kind": "attribution", "layer": last,
+                     "what": "one head of the last layer zeroed (ablated_attention), or that layer "
+                             f"limited to its last {WINDOW} keys (sliding_window)"},
+        "recall_protocol": {**recall_protocol(args), "tasks": {ATTRIBUTION_TASK: dataclasses.asdict(
+            task(ATTRIBUTION_TASK))}, "lengths": list(ATTRIBUTION_LENGTHS)},
+        "recall": rows,
+        "timing": {"eval_wall_s": time.perf_counter() - start},
+        "provenance": provenance("cpu"),
+    }
+
+
+GATE_WINDOWS = 16
+
+
+def gates_run(scheme: str, seed: int, args: argparse.Namespace) -> dict:
+    """What a FoX model's forget gates learned: log f per layer and head over 16 test windows
+    of L_train (item 5), beside ALiBi's constant −m_h."""
+    config = config_for(scheme, seed, args)
+    if not config.model.forget_gate:
+        raise SystemExit("--gates reads models with a forget gate (fox, fox-alibi-init)")
+    data = load_corpus(config.base.corpus)
+    model, _ = recall_mix_cached(config, "cpu", progress=False)
+    length = config.base.seq_len
+    tokens = data.test[: GATE_WINDOWS * length].long().view(GATE_WINDOWS, length)
+    captured = {}
+    hooks = [block.attn.forget_gate.register_forward_hook(
+        lambda module, inputs, out, i=i: captured.__setitem__(i, out)) for i, block in enumerate(model.blocks)]
+    with torch.no_grad():
+        model(tokens)
+    for hook in hooks:
+        hook.remove()
+    per_layer = []
+    for i in range(len(model.blocks)):
+        log_f = captured[i].transpose(0, 1).reshape(model.config.num_heads, -1)  # (H, windows × L)
+        quantiles = torch.quantile(log_f, torch.tensor([0.1, 0.5, 0.9]), dim=1)  # (3, H)
+        per_layer.append({"mean_log_f": log_f.mean(1).tolist(), "q10": quantiles[0].tolist(),
+                          "median": quantiles[1].tolist(), "q90": quantiles[2].tolist()})
+    return {
+        "format": 1,
+        "name": name(scheme, seed, args) + "-gates",
+        "variant": scheme,
+        "recipe": config.to_dict(),
+        "model_cache_key": recall_mix_cache_key(config, "cpu"),
+        "read_out": {"kind": "gates", "what": f"log f (nats per token) of every token of {GATE_WINDOWS} "
+                     f"consecutive test windows of L_train, per layer and head"},
+        "alibi_log_f": (-alibi_slopes(model.config.num_heads)).tolist(),
+        "gates": per_layer,
+        "provenance": provenance("cpu"),
+    }
+
+
 def ablation_runs(scheme: str, seed: int, args: argparse.Namespace) -> dict:
     """Recall and NLL with the attention of each layer zeroed in turn (item 6)."""
     config = config_for(scheme, seed, args)
@@ -365,6 +458,11 @@ def main() -> None:
                         help="read them with per-head log-n slopes fitted at 4 L_train (NAME-headtemp.json)")
     parser.add_argument("--drawn-positions", action="store_true",
                         help="read --position-range models with positions drawn at test too (NAME-drawn.json)")
+    parser.add_argument("--gates", action="store_true",
+                        help="what a FoX model's forget gates learned (NAME-gates.json)")
+    parser.add_argument("--heads", action="store_true",
+                        help="four-key recall with each head of the last layer zeroed, and with "
+                             "that layer windowed (NAME-heads.json)")
     parser.add_argument("--ablate", action="store_true",
                         help="both metrics with each layer's attention zeroed (NAME-ablate.json)")
     args = parser.parse_args()
@@ -379,13 +477,15 @@ def main() -> None:
     chosen = [key for key in readers if getattr(args, key)]
     for seed in args.seeds:
         for scheme in args.schemes:
-            suffix = "-ablate" if args.ablate else readers[chosen[0]][0] if chosen else ""
+            suffix = ("-ablate" if args.ablate else "-heads" if args.heads else "-gates" if args.gates
+                      else readers[chosen[0]][0] if chosen else "")
             path = args.out / f"{name(scheme, seed, args)}{suffix}.json"
             if path.exists():
                 print(path.name, "exists: skipped", flush=True)
                 continue
-            if args.ablate:
-                write_json_atomic(path, ablation_runs(scheme, seed, args))
+            if args.ablate or args.heads or args.gates:
+                make = ablation_runs if args.ablate else attribution_run if args.heads else gates_run
+                write_json_atomic(path, make(scheme, seed, args))
                 print(path.name, "written", flush=True)
                 continue
             if chosen:
