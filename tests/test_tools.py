@@ -200,3 +200,27 @@ def test_ci_recall_reads_task_codes_plans_and_its_stored_tables(capsys) -> None:
     ci_recall.tables(ci_recall.OUT)
     printed = capsys.readouterr().out
     assert "rope base 100, 4k2d" in printed and "alibi" in printed and "logn" not in printed
+
+
+def test_ci_recall_variants_are_the_hybrids_and_fox_they_name() -> None:
+    """The hybrids and FoX of ci_recall.py build the models their names promise, and the
+    stored runs' cache keys still match their configs."""
+    import argparse
+    import json
+
+    from posenc_lib import TransformerLM
+    from posenc_lib.training.store import recall_mix_cache_key
+    from tools.runs import ci_recall
+
+    args = argparse.Namespace(plan=ci_recall.DEFAULT_PLAN, fraction=0.375, repeat_fraction=0.375,
+                              answer_weight=1.0, rope_base=None, position_range=None)
+    irope = TransformerLM(ci_recall.config_for("irope", 0, args).model)
+    assert [b.attn.rotary is not None for b in irope.blocks] == [True, False]
+    assert [b.attn.sliding_window for b in irope.blocks] == [32, None]
+    gemma = TransformerLM(ci_recall.config_for("gemma3-bases", 0, args).model)
+    assert [b.attn.rotary.base for b in gemma.blocks] == [1e4, 1e6]
+    fox = ci_recall.config_for("fox-alibi-init", 0, args).model
+    assert fox.position == "none" and fox.forget_gate and fox.forget_gate_init == "alibi"
+    stored = ci_recall.OUT.parent / "ci-recall-hybrids" / f"{ci_recall.name('irope', 0, args)}.json"
+    key = json.loads(stored.read_text())["model_cache_key"]
+    assert key == recall_mix_cache_key(ci_recall.config_for("irope", 0, args), "cpu")
