@@ -321,6 +321,44 @@ def recall_nll(runs: Mapping[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "scheme", "variant", "rope_base", "seed", "L", "nll"])
 
 
+def effective_length(accuracy: Mapping[int, float], fraction: float = 0.85) -> int | None:
+    """The longest length whose accuracy, and every shorter length's, is at least
+    ``fraction`` of the accuracy at the shortest length (the short-context score).
+
+    RULER (Hsieh et al. 2024, cited) calls the longest length above a threshold a model's
+    effective length; here the threshold is relative to the model's own short-context
+    score, so a model that never does well is measured against itself. A length past one
+    that fails does not count even if it passes again (a dip is not skipped).
+
+    Args:
+        accuracy: ``{length: accuracy}``, accuracies in [0, 1], ≥ 1 length.
+        fraction: of the short-context score, in (0, 1].
+
+    Returns:
+        A length of ``accuracy`` (at least the shortest), or None when the short-context
+        score is 0 (there is nothing to keep).
+
+    Raises:
+        ValueError: for no lengths, an accuracy outside [0, 1] or ``fraction`` outside (0, 1].
+    """
+    if not accuracy:
+        raise ValueError("accuracy must hold at least one length, got none")
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got fraction={fraction}")
+    if any(not 0.0 <= a <= 1.0 for a in accuracy.values()):
+        raise ValueError(f"accuracy values must be in [0, 1], got {dict(accuracy)}")
+    lengths = sorted(accuracy)
+    bar = fraction * accuracy[lengths[0]]
+    if bar == 0:
+        return None
+    kept = lengths[0]
+    for length in lengths[1:]:
+        if accuracy[length] < bar:
+            break
+        kept = length
+    return kept
+
+
 def ablation_cells(runs: Mapping[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stored ablation read-outs (``NAME-ablate.json`` of ``tools/runs/ci_recall.py
     --ablate``): both metrics with one layer's attention zeroed.

@@ -328,7 +328,7 @@ from posenc_lib.pretrained.long_context import (
     run_stretch,
     transformers_dynamic_stretch,
 )
-from posenc_lib.pretrained.passkey import passkey_table, with_identical_rows
+from posenc_lib.pretrained.passkey import passkey_table, score_recall_lm, with_identical_rows
 from posenc_lib.pretrained.streaming import (
     block_means,
     compare_streaming,
@@ -414,6 +414,7 @@ from posenc_book.schemes import method_label, METHOD_STYLE, scheme_label, SCHEME
 from posenc_book.stored import (
     budget_runs_frame,
     copy_gain_cells,
+    effective_length,
     end_of_window_loss,
     evaluation_nll,
     kept_seeds,
@@ -834,6 +835,8 @@ __all__ = [
     "weight_decay_factor",
     "with_cpu_time_fractions",
     "with_identical_rows",
+    "score_recall_lm",
+    "effective_length",
     "with_learned_rows",
     "with_rope_scaling",
     "WT103_BYTES",

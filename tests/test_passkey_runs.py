@@ -99,3 +99,28 @@ def test_one_window_scoring_agrees_with_full_logits() -> None:
         assert scored["digits_correct"] == int(right[-5:].sum())
     with pytest.raises(ValueError, match="key_tokens"):
         score_passkey_lm(model, example, key_tokens=7)
+
+
+def test_recall_window_scoring_agrees_with_recall_accuracy() -> None:
+    """score_recall_lm (hidden states at the answers only) gives recall_accuracy's verdicts
+    (full logits) on byte windows, query by query, with several queries per window."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from posenc_lib.pretrained.passkey import argmax_at_answers, score_recall_lm
+    from posenc_lib.tasks.recall import RecallConfig, recall_accuracy, sample_recall_windows
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512)
+    model = LlamaForCausalLM(config).eval()
+    text = torch.randint(97, 123, (4000,))
+    task = RecallConfig(num_keys=3, num_queries=2, distractors=1, value_length=2, value_alphabet="01")
+    windows = sample_recall_windows(task, 160, 0.5, 6, text, seed=1)
+    judged = [j for w in windows for j in score_recall_lm(model, w)]
+    (row,) = recall_accuracy(model, windows, by_depth=False)
+    assert row["queries"] == len(judged) == 12
+    assert row["correct"] == sum(j["correct"] for j in judged)
+    assert row["distractor_answers"] == sum(j["distractor"] for j in judged)
+    assert row["byte_accuracy"] == sum(j["right_tokens"] for j in judged) / sum(j["tokens"] for j in judged)
+    with pytest.raises(ValueError, match="spans"):
+        argmax_at_answers(model, windows[0].tokens, [(0, 3)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+import string
 from dataclasses import replace
 
 import pytest
@@ -369,3 +370,41 @@ def test_fit_passes_randomized_positions_to_the_model(text) -> None:
     plain, _ = train_recall_mix(config, progress=False)
     moved, _ = train_recall_mix(replace(config, position_range=512), progress=False)
     assert any(not torch.equal(a, b) for a, b in zip(plain.parameters(), moved.parameters()))
+
+
+def test_windows_with_a_subword_encode() -> None:
+    """With an ``encode``, each piece is encoded on its own and the text is a token stream:
+    int64 windows of exactly L tokens whose pieces decode back to the template's text."""
+    vocab = {w: i for i, w in enumerate(
+        "the special number for is . what ? = @".split() + list(string.ascii_uppercase) + list(string.digits))}
+    words = {i: w for w, i in vocab.items()}
+
+    def encode(text: str) -> list[int]:  # words, then single characters, as ids ≥ 0
+        out = []
+        for part in text.replace(".", " . ").replace("?", " ? ").split():
+            out += [vocab[part]] if part in vocab else [vocab[c] for c in part]
+        return out
+
+    template = RecallTemplate(needle=" the number for {key} is {value}. ",
+                              question=" what is the number for {key}? the number for {key} is ",
+                              answer="{value}")
+    task = RecallConfig(num_keys=4, distractors=2, key_length=3, key_alphabet=string.ascii_uppercase,
+                        value_length=5, template=template)
+    stream = torch.randint(0, 6, (5000,))  # word ids only: no letter or digit in the text
+    windows = sample_recall_windows(task, 300, 0.5, 3, stream, seed=0, encode=encode)
+    for w in windows:
+        assert w.tokens.dtype == torch.int64 and w.length == 300
+        for n in w.needles:
+            shown = " ".join(words[int(t)] for t in w.tokens[n.start : n.end])
+            assert n.key in shown.replace(" ", "") and shown.startswith("the number for")
+        (q,) = w.queries
+        assert w.tokens[q.answer_start : q.answer_end].tolist() == encode(q.value)
+        assert w.answer_tokens(q.value) == encode(q.value)
+        right = w.judge(q, w.tokens[q.answer_start : q.answer_end])
+        assert right == {"correct": True, "right_tokens": 5, "tokens": 5, "distractor": False}
+        near = w.judge(q, torch.tensor(encode(q.distractor_values[0])))
+        assert near["distractor"] and not near["correct"]
+        with pytest.raises(ValueError, match="predicted"):
+            w.judge(q, torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="length=40"):
+        sample_recall_windows(task, 40, 0.5, 1, stream, encode=encode)

@@ -50,21 +50,59 @@ def score_passkey_lm(model, example, key_tokens: int) -> dict:
     Raises:
         ValueError: if ``key_tokens`` is not in 1 … answer tokens.
     """
-    import torch
-
     tokens = example.tokens
     answer = tokens[example.answer_start :]  # (A)
     if not 1 <= key_tokens <= answer.numel():
         raise ValueError(f"key_tokens must be in 1 … {answer.numel()} (the answer's "
                          f"tokens), got key_tokens={key_tokens}")
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        hidden = model.model(input_ids=tokens.to(device)[None]).last_hidden_state[0]
-        states = hidden[example.answer_start - 1 : tokens.numel() - 1]  # (A, C)
-        predicted = model.lm_head(states).float().argmax(-1).cpu()  # (A)
+    (predicted,) = argmax_at_answers(model, tokens, [(example.answer_start, tokens.numel())])
     right = predicted == answer
     return {"correct": bool(right.all()),
             "digits_correct": int(right[-key_tokens:].sum())}
+
+
+def argmax_at_answers(model, tokens, spans: Sequence[tuple[int, int]]) -> list:
+    """The greedy next token before each answer token of a transformers causal LM, in one
+    forward pass, with only those positions through the output projection.
+
+    Args:
+        model: a transformers causal LM (``model.model`` the decoder, ``model.lm_head``).
+        tokens: int ``[L]``, one window.
+        spans: ``[start, end)`` of each answer, 1 ≤ start < end ≤ L.
+
+    Returns:
+        One int64 ``[end − start]`` tensor (CPU) per span: the argmax after positions
+        ``start − 1 … end − 2``.
+
+    Raises:
+        ValueError: for a span outside the window.
+    """
+    import torch
+
+    for start, end in spans:
+        if not 1 <= start < end <= tokens.numel():
+            raise ValueError(f"spans must satisfy 1 <= start < end <= {tokens.numel()}, got "
+                             f"({start}, {end})")
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        hidden = model.model(input_ids=tokens.long().to(device)[None]).last_hidden_state[0]
+        at = torch.cat([torch.arange(start - 1, end - 1) for start, end in spans]).to(device)
+        predicted = model.lm_head(hidden[at]).float().argmax(-1).cpu()
+    return list(predicted.split([end - start for start, end in spans]))
+
+
+def score_recall_lm(model, window) -> list[dict]:
+    """Greedy exact match of each query of one recall window
+    (:class:`~posenc_lib.tasks.recall.RecallWindow`, built with the model's tokenizer as
+    ``encode``) of a transformers causal LM, in one forward pass.
+
+    Returns:
+        One dict per query, in the order asked: :meth:`RecallWindow.judge
+        <posenc_lib.tasks.recall.RecallWindow.judge>`'s ``correct``, ``right_tokens``,
+        ``tokens`` and ``distractor`` (a later query sees the true earlier answers).
+    """
+    predicted = argmax_at_answers(model, window.tokens, window.answer_spans)
+    return [window.judge(q, p) for q, p in zip(window.queries, predicted)]
 
 
 def with_identical_rows(rows: Sequence[Mapping], method: str, same_as: str,

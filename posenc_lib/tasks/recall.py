@@ -43,10 +43,14 @@ there is one needle. Needles whose asked places overlap are moved apart, in dept
 by the least that makes room (so a needle moves by at most the needles it collides with).
 Between the needles lies one contiguous stretch of the text, read in order.
 
-Tokens are bytes (vocabulary 256, as :func:`~posenc_lib.tasks.retrieval.byte_encode`);
-the default template's markers ``@`` and ``=`` do not occur in the Austen corpus. A model
-is anything that maps int64 ``[B, L]`` to logits ``[B, L, V]`` (or to an object with
-``.logits``).
+Tokens are bytes (vocabulary 256, as :func:`~posenc_lib.tasks.retrieval.byte_encode`)
+unless an ``encode`` is passed: then each piece (needle, link, question, answer) is encoded
+on its own by it (e.g. a subword tokenizer: one valid tokenization of the joined text, as
+:func:`~posenc_lib.tasks.retrieval.make_passkey` does) and the text between is a stream of
+that tokenizer's ids. The default template's markers ``@`` and ``=`` do not occur in the
+Austen corpus. A model is anything that maps int64 ``[B, L]`` to logits ``[B, L, V]`` (or
+to an object with ``.logits``); :func:`~posenc_lib.pretrained.passkey.score_recall_lm`
+scores a transformers causal LM without its full logits.
 """
 
 from __future__ import annotations
@@ -54,8 +58,8 @@ from __future__ import annotations
 import math
 import random
 import string
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -110,9 +114,17 @@ class RecallTemplate:
         return "{key}" in self.needle and "{key}" in self.question
 
 
+def _text(text: str, key: str = "", value: str = "", source: str = "") -> str:
+    return text.replace("{key}", key).replace("{value}", value).replace("{source}", source)
+
+
 def _fill(text: str, key: str = "", value: str = "", source: str = "") -> bytes:
-    out = text.replace("{key}", key).replace("{value}", value).replace("{source}", source)
-    return out.encode("utf-8")
+    return _text(text, key, value, source).encode("utf-8")
+
+
+def _encoded(text: str, encode: Callable[[str], Sequence[int]] | None) -> list[int]:
+    """``text`` as token ids: its UTF-8 bytes, or ``encode(text)``."""
+    return list(text.encode("utf-8")) if encode is None else list(encode(text))
 
 
 @dataclass(frozen=True)
@@ -217,7 +229,7 @@ class RecallConfig:
         return one * self.num_queries
 
     def min_length(self) -> int:
-        """The shortest window: every needle, the queries and answers, no text."""
+        """The shortest window of bytes: every needle, the queries and answers, no text."""
         return sum(self._needle_bytes(r) for r in self.needle_roles()) + self.tail_tokens()
 
 
@@ -290,11 +302,13 @@ class RecallWindow:
     """One recall window.
 
     Attributes:
-        tokens: uint8 ``[length]``: text and needles, then question, answer, question, …
+        tokens: ``[length]``: text and needles, then question, answer, question, … (uint8
+            bytes; int64 ids when built with an ``encode``).
         config: the task.
         needles: in window order.
         queries: in the order asked.
         text_offset: where the text between the needles starts in the stream.
+        encode: the tokenizer its pieces were encoded with (None: bytes).
     """
 
     tokens: Tensor
@@ -302,6 +316,37 @@ class RecallWindow:
     needles: tuple[Needle, ...]
     queries: tuple[Query, ...]
     text_offset: int
+    encode: Callable[[str], Sequence[int]] | None = field(default=None, compare=False, repr=False)
+
+    def answer_tokens(self, value: str) -> list[int]:
+        """The tokens of the template's answer holding ``value`` (as the window encodes it)."""
+        return _encoded(_text(self.config.template.answer, value=value), self.encode)
+
+    def judge(self, query: Query, predicted: Tensor) -> dict:
+        """Exact match of one query from the argmax tokens at its answer positions.
+
+        Args:
+            query: one of :attr:`queries`.
+            predicted: int ``[A]``, the argmax after each of the positions
+                ``answer_start − 1 … answer_end − 2`` (teacher-forced: each given the true
+                tokens before it), A = ``answer_end − answer_start``.
+
+        Returns:
+            ``{"correct": bool, "right_tokens": int, "tokens": int, "distractor": bool}``:
+            every answer token right; how many are; A; the answer is exactly a near-miss
+            distractor's value.
+
+        Raises:
+            ValueError: if ``predicted`` does not hold A tokens.
+        """
+        truth = self.tokens[query.answer_start : query.answer_end].long()
+        predicted = predicted.long().cpu()
+        if predicted.shape != truth.shape:
+            raise ValueError(f"predicted must hold the {truth.numel()} answer tokens, got shape "
+                             f"{tuple(predicted.shape)}")
+        wrong = {tuple(self.answer_tokens(v)) for v in query.distractor_values}
+        return {"correct": bool(torch.equal(predicted, truth)), "right_tokens": int((predicted == truth).sum()),
+                "tokens": truth.numel(), "distractor": tuple(predicted.tolist()) in wrong}
 
     @property
     def length(self) -> int:
@@ -385,6 +430,8 @@ def make_recall_window(
     depths: Sequence[float] | None,
     rng: random.Random,
     text: Tensor,
+    *,
+    encode: Callable[[str], Sequence[int]] | None = None,
 ) -> RecallWindow:
     """Build one recall window of exactly ``length`` tokens.
 
@@ -398,22 +445,21 @@ def make_recall_window(
             :meth:`RecallConfig.needle_roles`; None: each drawn uniformly, those of a
             chain sorted so that it reads in order.
         rng: the seeded source of every draw.
-        text: a token stream ``[N]`` (uint8 or int, bytes), e.g.
-            ``load_corpus("austen").validation``; ``L − config.min_length()``
-            consecutive tokens of it fill the space between the needles.
+        text: a token stream ``[N]`` (uint8 or int, bytes; with ``encode``, that
+            tokenizer's ids), e.g. ``load_corpus("austen").validation``; consecutive
+            tokens of it fill the space between the needles (``L − config.min_length()``
+            of them for bytes).
+        encode: text → token ids for each piece (None: UTF-8 bytes, the book's models).
 
     Returns:
-        A :class:`RecallWindow`: tokens uint8 ``[length]``, needles and queries with
-        their spans.
+        A :class:`RecallWindow`: tokens ``[length]`` (uint8 for bytes, int64 with
+        ``encode``), needles and queries with their spans.
 
     Raises:
         ValueError: naming ``length`` when the window cannot hold the needles and
             queries, ``depths`` for a wrong count or a depth outside [0, 1], ``text``
-            for a stream too short or a token that is not a byte.
+            for a stream too short or (bytes) a token that is not a byte.
     """
-    if length < config.min_length():
-        raise ValueError(f"the needles, questions and answers take {config.min_length()} tokens, more "
-                         f"than the window length={length}")
     roles = config.needle_roles()
     if depths is not None:
         depths = _check_depths(depths, len(roles))
@@ -447,37 +493,41 @@ def make_recall_window(
         step = per_chain + config.distractors
         for q in range(config.num_queries):
             depths[q * step : q * step + per_chain] = sorted(depths[q * step : q * step + per_chain])
-    pieces = [_fill(t.needle, key=k, value=v) if v is not None else _fill(t.link, key=k, source=s)
-              for k, v, s, _, _ in specs]
+    pieces = [_encoded(_text(t.needle, key=k, value=v) if v is not None else _text(t.link, key=k, source=s),
+                       encode) for k, v, s, _, _ in specs]
     tail_parts = []
     for chain, value in zip(chains, values):
-        tail_parts += [_fill(t.question, key=chain[-1]), _fill(t.answer, value=value)]
+        tail_parts += [_encoded(_text(t.question, key=chain[-1]), encode),
+                       _encoded(_text(t.answer, value=value), encode)]
     haystack = length - sum(len(p) for p in tail_parts)
     sizes = [len(p) for p in pieces]
-    starts = _place(sizes, depths, haystack)
     num_text = haystack - sum(sizes)
+    if num_text < 0:
+        raise ValueError(f"the needles, questions and answers take {length - num_text} tokens, more "
+                         f"than the window length={length}")
+    starts = _place(sizes, depths, haystack)
     if text.dim() != 1 or text.numel() < num_text:
         raise ValueError(f"text must be a 1-D stream of >= {num_text} tokens, got shape {tuple(text.shape)}")
     offset = rng.randrange(text.numel() - num_text + 1)
     filler = text[offset : offset + num_text]
-    if filler.numel() and (int(filler.min()) < 0 or int(filler.max()) > 255):
+    dtype = torch.uint8 if encode is None else torch.int64
+    if encode is None and filler.numel() and (int(filler.min()) < 0 or int(filler.max()) > 255):
         raise ValueError("text must hold bytes (0 … 255), got a token outside that range")
-    filler = filler.to(torch.uint8)
-    window = torch.empty(length, dtype=torch.uint8)
+    filler = filler.to(dtype)
+    window = torch.empty(length, dtype=dtype)
     used, pos = 0, 0
     for i in sorted(range(len(pieces)), key=lambda i: starts[i]):
         gap = starts[i] - pos
         window[pos : starts[i]] = filler[used : used + gap]
         used += gap
-        window[starts[i] : starts[i] + sizes[i]] = torch.tensor(list(pieces[i]), dtype=torch.uint8)
+        window[starts[i] : starts[i] + sizes[i]] = torch.tensor(pieces[i], dtype=dtype)
         pos = starts[i] + sizes[i]
     window[pos:haystack] = filler[used:]
     pos, queries = haystack, []
     for q, (chain, value) in enumerate(zip(chains, values)):
         question, answer = tail_parts[2 * q], tail_parts[2 * q + 1]
-        window[pos : pos + len(question)] = torch.tensor(list(question), dtype=torch.uint8)
-        window[pos + len(question) : pos + len(question) + len(answer)] = torch.tensor(list(answer),
-                                                                                      dtype=torch.uint8)
+        window[pos : pos + len(question)] = torch.tensor(question, dtype=dtype)
+        window[pos + len(question) : pos + len(question) + len(answer)] = torch.tensor(answer, dtype=dtype)
         first = q * (config.chain_length + config.distractors)
         queries.append(Query(key=chain[-1], value=value, distractor_values=tuple(near_values[q]),
                              depth=depths[first + config.chain_length - 1], value_depth=depths[first],
@@ -488,7 +538,7 @@ def make_recall_window(
                             for (k, v, s, r, q), d, b, n in zip(specs, depths, starts, sizes)),
                            key=lambda n: n.start))
     return RecallWindow(tokens=window, config=config, needles=needles, queries=tuple(queries),
-                        text_offset=offset)
+                        text_offset=offset, encode=encode)
 
 
 def sample_recall_windows(
@@ -499,12 +549,13 @@ def sample_recall_windows(
     text: Tensor,
     *,
     seed: int = 0,
+    encode: Callable[[str], Sequence[int]] | None = None,
 ) -> list[RecallWindow]:
     """``trials`` seeded windows of one (L, depth): the statements that name the queried
     keys at ``depth`` (they sit side by side when there are several), the earlier links of
     their chains uniform in [0, depth] and in order, every other needle uniform in [0, 1].
     ``depth`` None: every needle uniform. The same arguments always give the same windows
-    (seeded by ``(seed, length, depth)``).
+    (seeded by ``(seed, length, depth)``). ``encode``: as :func:`make_recall_window`.
 
     Raises:
         ValueError: for ``trials`` < 1, ``depth`` outside [0, 1], and as
@@ -525,7 +576,7 @@ def sample_recall_windows(
             for q in range(config.num_queries):
                 links = depths[q * step : q * step + config.chain_length - 1]
                 depths[q * step : q * step + config.chain_length - 1] = sorted(d * depth for d in links)
-        windows.append(make_recall_window(config, length, depths, rng, text))
+        windows.append(make_recall_window(config, length, depths, rng, text, encode=encode))
     return windows
 
 
@@ -634,13 +685,11 @@ def recall_accuracy(model: nn.Module, windows: Sequence[RecallWindow], *, batch_
                     row["queries"] += 1
                     if predicted is None:
                         continue
-                    guess = predicted[b - i, q.answer_start - 1 : q.answer_end - 1]
-                    truth = w.tokens[q.answer_start : q.answer_end].long()
-                    row["correct"] += int(torch.equal(guess, truth))
-                    row["bytes"] += truth.numel()
-                    row["right_bytes"] += int((guess == truth).sum())
-                    wrong = {_fill(c.template.answer, value=v) for v in q.distractor_values}
-                    row["distractor_answers"] += int(bytes(guess.to(torch.uint8).tolist()) in wrong)
+                    judged = w.judge(q, predicted[b - i, q.answer_start - 1 : q.answer_end - 1])
+                    row["correct"] += int(judged["correct"])
+                    row["bytes"] += judged["tokens"]
+                    row["right_bytes"] += judged["right_tokens"]
+                    row["distractor_answers"] += int(judged["distractor"])
     model.train(was_training)
     rows = []
     for key, g in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] or 0.0, item[0][2:])):
