@@ -221,6 +221,10 @@ def test_ci_recall_variants_are_the_hybrids_and_fox_they_name() -> None:
     assert [b.attn.rotary.base for b in gemma.blocks] == [1e4, 1e6]
     fox = ci_recall.config_for("fox-alibi-init", 0, args).model
     assert fox.position == "none" and fox.forget_gate and fox.forget_gate_init == "alibi"
+    for name, kept in (("neox-0.25", 2), ("p_rope-0.25", 2), ("p_rope-0.5", 4)):  # of 8 pairs
+        model = TransformerLM(ci_recall.config_for(name, 0, args).model)
+        rotated = model.blocks[0].attn.rotary.inv_freq
+        assert int((rotated > 0).sum()) == kept, name
     stored = ci_recall.OUT.parent / "ci-recall-hybrids" / f"{ci_recall.name('irope', 0, args)}.json"
     key = json.loads(stored.read_text())["model_cache_key"]
     assert key == recall_mix_cache_key(ci_recall.config_for("irope", 0, args), "cpu")

@@ -94,6 +94,11 @@ VARIANTS = {
     "fox": ("none", {"forget_gate": True}),
     # FoX started as ALiBi (gate weights 0, σ(b_h) = e^{−m_h}): the data-independent special case
     "fox-alibi-init": ("none", {"forget_gate": True, "forget_gate_init": "alibi"}),
+    # partial rotation (chapter 14): GPT-NeoX's rotary_pct (the first quarter of each head
+    # rotates) and p-RoPE (Barbero et al. 2025; the fastest pairs rotate, θ_i = 0 for the rest)
+    "neox-0.25": ("rope", {"rope_fraction": 0.25, "rope_fraction_form": "neox"}),
+    "p_rope-0.25": ("rope", {"rope_fraction": 0.25, "rope_fraction_form": "p_rope"}),
+    "p_rope-0.5": ("rope", {"rope_fraction": 0.5, "rope_fraction_form": "p_rope"}),
 }
 
 
