@@ -31,7 +31,8 @@ attention of each layer zeroed in turn (``ablated_attention``; ``NAME-ablate.jso
 ``--heads`` measures four-key recall with each head of the last layer zeroed and with that
 layer limited to a window of 32 keys (``NAME-heads.json``); ``--gates`` stores what a FoX
 model's forget gates learned per layer and head (``NAME-gates.json``; the
-hybrids of ``VARIANTS``, item 6, and ``fox``, item 5, are trained by naming them in
+hybrids of ``VARIANTS``, item 6, ``fox``, item 5, and the partial rotations
+``neox-0.25``, ``p_rope-0.25`` and ``p_rope-0.5`` are trained by naming them in
 ``--schemes``). Each run writes one JSON file
 (configuration, results, provenance); finished runs are skipped. ``--table`` prints the
 tables of ``results/ci-recall/README.md`` from the stored runs instead of running.
